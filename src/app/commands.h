@@ -1,0 +1,12 @@
+// The `cedar` subcommands. Each lives in its own cmd_<name>.cpp and returns a process exit code.
+#pragma once
+
+namespace cedar::app {
+
+// argv here starts at the subcommand name (argv[0] == "logits", ...).
+int cmd_make_model(int argc, char** argv);
+int cmd_inspect(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+
+}  // namespace cedar::app

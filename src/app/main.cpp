@@ -1,0 +1,59 @@
+// cedar: one binary, git-style subcommands.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string_view>
+
+#include "app/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+
+const Command kCommands[] = {
+    {"make-model", cedar::app::cmd_make_model,
+     "write a synthetic checkpoint in the release layout (--preset tiny|small --seed N --out DIR)"},
+    {"inspect", cedar::app::cmd_inspect,
+     "print layer roles, parameter counts and KV bytes/token (--model DIR | --config FILE)"},
+    {"logits", cedar::app::cmd_logits,
+     "write FP32 logits of every position as .npy (--model DIR --ids 1,2,3 --out F.npy)"},
+    {"tokenize", cedar::app::cmd_tokenize,
+     "print the token ids of a UTF-8 file (--tokenizer tokenizer.json FILE)"},
+};
+
+void usage(FILE* f) {
+  std::fprintf(f, "usage: cedar <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(f, "  %-12s %s\n", c.name, c.help);
+  std::fprintf(f, "\n`cedar <command> --help` for the options of one command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  std::string_view name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands) {
+    if (name == c.name) {
+      try {
+        return c.fn(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "cedar %s: error: %s\n", c.name, e.what());
+        return 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "cedar: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,37 @@
+// A read-only view of one checkpoint tensor: dtype, shape, and bytes in a memory-mapped shard.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cedar {
+
+// The safetensors dtypes the release uses. F8_E8M0 is the UE8M0 scale format.
+enum class DType { BF16, F32, F8_E4M3, F8_E8M0, I8, U8, I32, I64, F16, F64 };
+
+const char* dtype_name(DType d);            // "BF16", "F8_E4M3", ... (safetensors spelling)
+size_t dtype_size(DType d);                 // bytes per element
+bool dtype_from_name(const std::string& s, DType* out);
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::BF16;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // points into the mapped file, dtype_size(dtype) * numel bytes
+  size_t nbytes = 0;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+  int64_t dim(int i) const { return shape.at(size_t(i)); }
+  template <class T>
+  const T* as() const {
+    return reinterpret_cast<const T*>(data);
+  }
+};
+
+}  // namespace cedar

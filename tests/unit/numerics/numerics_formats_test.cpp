@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "numerics/bf16.h"
+#include "numerics/fp4.h"
+#include "numerics/fp8.h"
+
+namespace cedar {
+namespace {
+
+TEST(Bf16, RoundsToNearestEven) {
+  // 1 + 2^-8 is exactly halfway between 1 and 1 + 2^-7: ties to even -> 1.
+  EXPECT_EQ(round_bf16(1.0f + std::ldexp(1.0f, -8)), 1.0f);
+  // 1 + 3*2^-8 is halfway between 1+2^-7 (odd) and 1+2^-6 (even) -> 1+2^-6.
+  EXPECT_EQ(round_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_EQ(round_bf16(1.0f + 5 * std::ldexp(1.0f, -9)), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_TRUE(std::isnan(round_bf16(std::nanf(""))));
+  EXPECT_EQ(f32_to_bf16_bits(-0.0f), 0x8000);
+}
+
+TEST(E4M3, EveryCodeRoundTrips) {
+  for (int c = 0; c < 256; ++c) {
+    float v = e4m3_to_f32(uint8_t(c));
+    if (std::isnan(v)) continue;
+    EXPECT_EQ(f32_to_e4m3(v), uint8_t(c)) << c;
+  }
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
+}
+
+TEST(E4M3, SaturatesAndRoundsTiesToEven) {
+  EXPECT_EQ(round_e4m3(1000.0f), 448.0f);
+  EXPECT_EQ(round_e4m3(-1e30f), -448.0f);
+  EXPECT_EQ(round_e4m3(464.0f), 448.0f);  // beyond max: saturate, never NaN
+  // 1.0625 is halfway between 1 (even mantissa 000) and 1.125 (001) -> 1.
+  EXPECT_EQ(round_e4m3(1.0625f), 1.0f);
+  // 1.1875 is halfway between 1.125 (001) and 1.25 (010) -> 1.25.
+  EXPECT_EQ(round_e4m3(1.1875f), 1.25f);
+  // subnormal ties: 0.5 * 2^-9 -> 0 (even), 1.5 * 2^-9 -> 2 * 2^-9.
+  EXPECT_EQ(round_e4m3(std::ldexp(1.0f, -10)), 0.0f);
+  EXPECT_EQ(round_e4m3(std::ldexp(3.0f, -10)), std::ldexp(1.0f, -8));
+  EXPECT_EQ(round_e4m3(std::ldexp(1.0f, -12)), 0.0f);
+  // carry from the largest subnormal into the smallest normal: 7.5 * 2^-9 -> 8 * 2^-9 = 2^-6.
+  EXPECT_EQ(round_e4m3(std::ldexp(7.5f, -9)), std::ldexp(1.0f, -6));
+  EXPECT_EQ(f32_to_e4m3(-0.0f), 0x80);
+}
+
+TEST(E2M1, TiesGoToEvenCode) {
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(0.25f)), 0.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(0.75f)), 1.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(1.25f)), 1.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(1.75f)), 2.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(2.5f)), 2.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(3.5f)), 4.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(5.0f)), 4.0f);
+  EXPECT_EQ(e2m1_to_f32(f32_to_e2m1(-5.1f)), -6.0f);
+  EXPECT_EQ(f32_to_e2m1(-0.1f), 8);  // sign kept on a zero code
+  for (int c = 0; c < 16; ++c) EXPECT_EQ(f32_to_e2m1(e2m1_to_f32(uint8_t(c))), c == 8 ? 8 : c);
+  EXPECT_EQ(fp4_pack(0x3, 0xa), 0xa3);
+}
+
+TEST(Ue8m0, DecodesPowersOfTwo) {
+  EXPECT_EQ(ue8m0_to_f32(127), 1.0f);
+  EXPECT_EQ(ue8m0_to_f32(120), std::ldexp(1.0f, -7));
+  EXPECT_TRUE(std::isnan(ue8m0_to_f32(255)));
+  EXPECT_EQ(f32_pow2_to_ue8m0(std::ldexp(1.0f, -7)), 120);
+}
+
+}  // namespace
+}  // namespace cedar

@@ -8,5 +8,7 @@ int cmd_make_model(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_render(int argc, char** argv);
+int cmd_parse(int argc, char** argv);
 
 }  // namespace cedar::app

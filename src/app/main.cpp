@@ -23,6 +23,10 @@ const Command kCommands[] = {
      "write FP32 logits of every position as .npy (--model DIR --ids 1,2,3 --out F.npy)"},
     {"tokenize", cedar::app::cmd_tokenize,
      "print the token ids of a UTF-8 file (--tokenizer tokenizer.json FILE)"},
+    {"render", cedar::app::cmd_render,
+     "print the V4.1 prompt for an OpenAI Chat Completions request (REQUEST.json)"},
+    {"parse", cedar::app::cmd_parse,
+     "parse raw generated text into an OpenAI assistant message ([--thinking] FILE)"},
 };
 
 void usage(FILE* f) {

@@ -1,0 +1,166 @@
+// Checkpoint::open: config.json (validated), tokenizer.json present, the safetensors shards mapped,
+// and the tensor inventory compared name by name with expected_tensors(cfg) (spec §13). Nothing
+// is loaded that is not exactly the V4.1 layout: the errors name the tensor and what differs.
+#include "model/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "base/mapped_file.h"
+#include "model/safetensors.h"
+
+namespace cedar {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Describes why `got` is not `want` for one tensor. For an FP8 scale with the V4 128x128 grid, say
+// so: that checkpoint would load and run, with every weight scaled wrongly.
+std::string tensor_mismatch(const ExpectedTensor& want, const TensorView& got,
+                            const std::map<std::string, const ExpectedTensor*>& expected) {
+  const std::string& n = want.name;
+  if (got.dtype != want.dtype)
+    return "tensor '" + n + "': dtype " + dtype_name(got.dtype) + ", expected " +
+           dtype_name(want.dtype) + " " + shape_str(want.shape);
+  if (got.shape == want.shape) return "";
+  std::string msg =
+      "tensor '" + n + "': shape " + shape_str(got.shape) + ", expected " + shape_str(want.shape);
+  const std::string suffix = ".scale";
+  if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+      want.dtype == DType::F8_E8M0 && got.shape.size() == 2) {
+    // The weight beside the scale: "X.weight" next to "X.scale" (or "X" itself).
+    const std::string base = n.substr(0, n.size() - suffix.size());
+    auto it = expected.find(base + ".weight");
+    if (it == expected.end()) it = expected.find(base);
+    if (it != expected.end() && it->second->shape.size() == 2 &&
+        it->second->dtype == DType::F8_E4M3) {
+      const auto& w = it->second->shape;
+      if (got.shape[0] == ceil_div(w[0], 128) && got.shape[1] == ceil_div(w[1], 128))
+        msg +=
+            " (looks like a 128x128 block-scale grid; V4.1 uses 32x32 blocks, quantization_"
+            "config.weight_block_size [32, 32])";
+    }
+  }
+  return msg;
+}
+
+}  // namespace
+
+Checkpoint::~Checkpoint() = default;
+
+bool Checkpoint::has(const std::string& name) const { return tensors_.count(name) > 0; }
+
+const TensorView& Checkpoint::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw std::runtime_error(dir_ + ": tensor '" + name + "' is not in the checkpoint");
+  return it->second;
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->dir_ = dir;
+  if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": not a model directory");
+  const fs::path d(dir);
+
+  const fs::path cfg_path = d / "config.json";
+  if (!fs::exists(cfg_path)) throw std::runtime_error(cfg_path.string() + ": missing");
+  try {
+    ck->config_ = ModelConfig::from_file(cfg_path.string());
+  } catch (const std::runtime_error& e) {
+    std::string m = e.what();
+    // from_json's messages start with "config.json: "; give the full path instead.
+    if (m.rfind("config.json: ", 0) == 0) m = cfg_path.string() + m.substr(11);
+    throw std::runtime_error(m);
+  }
+
+  if (!fs::exists(d / "tokenizer.json"))
+    throw std::runtime_error((d / "tokenizer.json").string() +
+                             ": missing (a model directory carries its tokenizer)");
+
+  // Map the shards.
+  const fs::path index_path = d / "model.safetensors.index.json";
+  const fs::path single_path = d / "model.safetensors";
+  std::map<std::string, std::string> weight_map;  // empty for a single file
+  std::vector<std::string> shard_files;
+  if (fs::exists(index_path)) {
+    weight_map = read_safetensors_index(index_path.string());
+    std::set<std::string> files;
+    for (const auto& [name, file] : weight_map) files.insert(file);
+    shard_files.assign(files.begin(), files.end());
+  } else if (fs::exists(single_path)) {
+    shard_files.push_back("model.safetensors");
+  } else {
+    throw std::runtime_error(dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  for (const auto& file : shard_files) {
+    const std::string path = (d / file).string();
+    if (!fs::exists(path))
+      throw std::runtime_error(path + ": missing (listed in model.safetensors.index.json)");
+    auto st = SafetensorsFile::open(path);
+    for (const TensorView& v : st->tensors()) {
+      if (!weight_map.empty()) {
+        auto it = weight_map.find(v.name);
+        if (it == weight_map.end())
+          throw std::runtime_error(path + ": tensor '" + v.name +
+                                   "' is not listed in model.safetensors.index.json");
+        if (it->second != file)
+          throw std::runtime_error(path + ": tensor '" + v.name +
+                                   "' is in this shard but the "
+                                   "index maps it to '" +
+                                   it->second + "'");
+      }
+      if (!ck->tensors_.emplace(v.name, v).second)
+        throw std::runtime_error(path + ": tensor '" + v.name + "' appears in two shards");
+    }
+    ck->files_.push_back(st->take_mapping());
+  }
+  for (const auto& [name, file] : weight_map)
+    if (!ck->tensors_.count(name))
+      throw std::runtime_error((d / file).string() + ": tensor '" + name +
+                               "' is listed in model.safetensors.index.json but not in the shard");
+
+  // Compare with the inventory the config implies. Collect every problem (a corrupt checkpoint
+  // often has several) and report the first few, each naming its tensor.
+  const std::vector<ExpectedTensor> expected = expected_tensors(ck->config_);
+  std::map<std::string, const ExpectedTensor*> by_name;
+  for (const auto& e : expected) by_name[e.name] = &e;
+  std::vector<std::string> problems;
+  for (const auto& e : expected) {
+    auto it = ck->tensors_.find(e.name);
+    if (it == ck->tensors_.end()) {
+      problems.push_back("tensor '" + e.name + "' is missing (expected " + dtype_name(e.dtype) +
+                         " " + shape_str(e.shape) + ")");
+      continue;
+    }
+    std::string m = tensor_mismatch(e, it->second, by_name);
+    if (!m.empty()) problems.push_back(m);
+  }
+  for (const auto& [name, v] : ck->tensors_)
+    if (!by_name.count(name))
+      problems.push_back("tensor '" + name + "' (" + dtype_name(v.dtype) + " " +
+                         shape_str(v.shape) +
+                         ") is not part of the V4.1 inventory for this config (extra tensor)");
+  if (!problems.empty()) {
+    std::string msg = dir + ": checkpoint does not match config.json: " + problems[0];
+    const size_t shown = std::min<size_t>(problems.size(), 8);
+    for (size_t i = 1; i < shown; ++i) msg += "\n  " + problems[i];
+    if (problems.size() > shown)
+      msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more problems";
+    throw std::runtime_error(msg);
+  }
+  return ck;
+}
+
+}  // namespace cedar

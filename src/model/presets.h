@@ -1,0 +1,19 @@
+// Named model configurations: the `tiny` and `small` presets of `cedar make-model`
+// (docs/NUMERICS.md "Presets") and `released`, the DeepSeek-V4.1-Flash release configuration
+// (spec §2.1, ../shared/spec/released-config.json) used by the inventory tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace cedar {
+
+// "tiny", "small" or "released". Throws std::runtime_error naming the preset when unknown.
+// The returned config is not validate()d (its `layers` plan is empty).
+ModelConfig preset_config(const std::string& name);
+
+const std::vector<std::string>& preset_names();
+
+}  // namespace cedar

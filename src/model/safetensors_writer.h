@@ -1,0 +1,34 @@
+// Writing safetensors files (https://github.com/huggingface/safetensors format): an 8-byte
+// little-endian header length, a JSON header {name: {dtype, shape, data_offsets}, "__metadata__":
+// {...}} padded with spaces so the data starts 8-byte aligned, then the raw tensor bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/tensor.h"
+
+namespace cedar {
+
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::BF16;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // numel * dtype_size(dtype) bytes
+  size_t nbytes = 0;
+};
+
+// The header text (JSON object, keys sorted, offsets assigned in the order of `tensors`), padded
+// to a multiple of 8 bytes. Throws std::runtime_error naming the tensor on a duplicate name or a
+// byte count that does not match dtype and shape.
+std::string safetensors_header(const std::vector<SafetensorsEntry>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
+
+// Writes the file; tensor data follows in the order given. Throws naming the file on I/O errors.
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace cedar

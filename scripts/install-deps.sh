@@ -7,11 +7,16 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 PKGS=(build-essential g++ cmake ninja-build ccache pkg-config
       libgtest-dev googletest libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev
       libpcre2-dev libutf8proc-dev libssl-dev
-      python3 python3-numpy nodejs npm)
+      python3 python3-numpy
+      bible-kjv bible-kjv-text fortunes fortunes-zh)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node/npm: Debian's nodejs + npm, unless a node with npm is already on PATH (e.g. a NodeSource
+# build, which bundles npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${missing[*]}"
   $SUDO apt-get update -qq

@@ -1,12 +1,57 @@
+// `cedar tokenize --tokenizer PATH/tokenizer.json FILE`: prints the ids of FILE's UTF-8 text as
+// one JSON array on stdout. Plain text: no BOS, no added-token recognition (v41-interface.md
+// §2.4), so the output is what message content encodes to.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "app/commands.h"
+#include "base/args.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
 
 namespace cedar::app {
 
-int cmd_tokenize(int, char**) {
-  std::fprintf(stderr, "cedar: this command is not built yet\n");
-  return 2;
+int cmd_tokenize(int argc, char** argv) {
+  Args args("tokenize", {{"tokenizer", "t", true, "path to tokenizer.json (required)"}});
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::printf("%s  FILE   UTF-8 text file to tokenize\n", args.usage().c_str());
+    return 0;
+  }
+  const std::string tok_path = args.require("tokenizer");
+  if (args.positional().size() != 1)
+    throw std::runtime_error("expected exactly one input FILE, got " +
+                             std::to_string(args.positional().size()));
+  const std::string& path = args.positional()[0];
+
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open input file '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw std::runtime_error("cannot read input file '" + path + "'");
+  const std::string text = ss.str();
+  std::size_t bad = 0;
+  if (!text::utf8_valid(text, &bad))
+    throw std::runtime_error("input file '" + path + "' is not valid UTF-8 (bad byte at offset " +
+                             std::to_string(bad) + ")");
+
+  const text::Tokenizer tok = text::Tokenizer::load(tok_path);
+  const std::vector<int32_t> ids = tok.encode(text, /*allow_special=*/false);
+
+  std::string out;
+  out.reserve(ids.size() * 7 + 3);
+  out += '[';
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  out += "]\n";
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
+    throw std::runtime_error("cannot write to stdout");
+  return 0;
 }
 
 }  // namespace cedar::app

@@ -1,12 +1,133 @@
+// `cedar logits --model DIR --ids 0,5,7 --out F.npy [--chunk N | --decode] [--kernels ref]
+// [--ids-file F] [--threads T]`: runs the prompt through the model and writes the FP32 logits of
+// every position as a .npy [T, vocab]. --chunk N feeds the prompt N tokens per forward call,
+// --decode one token per call; every split gives bit-identical logits (docs/FORWARD.md).
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "app/commands.h"
+#include "base/args.h"
+#include "forward/kernel_table.h"
+#include "forward/npy.h"
+#include "forward/thread_pool.h"
+#include "forward/transformer.h"
+#include "model/checkpoint.h"
+#include "text/engram_token_map.h"
+#include "text/tokenizer.h"
 
 namespace cedar::app {
 
-int cmd_logits(int, char**) {
-  std::fprintf(stderr, "cedar: this command is not built yet\n");
-  return 2;
+namespace {
+
+std::vector<int32_t> parse_ids(const std::string& text, const std::string& what) {
+  std::vector<int32_t> ids;
+  std::string tok;
+  auto flush = [&] {
+    if (tok.empty()) return;
+    for (char c : tok)
+      if (c < '0' || c > '9') throw std::runtime_error(what + ": bad token id '" + tok + "'");
+    if (tok.size() > 10) throw std::runtime_error(what + ": token id '" + tok + "' is too large");
+    const long long v = std::stoll(tok);
+    if (v > INT32_MAX) throw std::runtime_error(what + ": token id '" + tok + "' is too large");
+    ids.push_back(int32_t(v));
+    tok.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r')
+      flush();
+    else
+      tok += c;
+  }
+  flush();
+  if (ids.empty()) throw std::runtime_error(what + ": no token ids");
+  return ids;
+}
+
+}  // namespace
+
+int cmd_logits(int argc, char** argv) {
+  Args args("logits", {{"model", "m", true, "model directory (required)"},
+                       {"ids", "", true, "comma-separated token ids"},
+                       {"ids-file", "", true, "file of comma/whitespace-separated token ids"},
+                       {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
+                       {"chunk", "", true, "feed the prompt N tokens per forward call"},
+                       {"decode", "", false, "feed the prompt one token per forward call"},
+                       {"kernels", "", true, "kernel table: ref (default)"},
+                       {"threads", "t", true, "worker threads (default: all cores)"}});
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::printf("%s", args.usage().c_str());
+    return 0;
+  }
+  const std::string dir = args.require("model");
+  const std::string out_path = args.require("out");
+  std::vector<int32_t> ids;
+  if (args.has("ids") == args.has("ids-file"))
+    throw std::runtime_error("give exactly one of --ids and --ids-file");
+  if (args.has("ids")) {
+    ids = parse_ids(args.get("ids"), "--ids");
+  } else {
+    const std::string f = args.get("ids-file");
+    std::ifstream in(f);
+    if (!in) throw std::runtime_error("--ids-file " + f + ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    ids = parse_ids(ss.str(), "--ids-file " + f);
+  }
+  if (args.has("chunk") && args.has("decode"))
+    throw std::runtime_error("--chunk and --decode are exclusive");
+  int64_t chunk = int64_t(ids.size());
+  if (args.has("chunk")) {
+    chunk = args.get_int("chunk", 0);
+    if (chunk <= 0) throw std::runtime_error("--chunk must be a positive integer");
+  }
+  if (args.has("decode")) chunk = 1;
+  const KernelTable& kernels = choose_kernels(args.get("kernels", "ref"));
+  const long long threads = args.get_int("threads", 0);
+  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
+
+  if (!std::filesystem::is_directory(dir))
+    throw std::runtime_error("--model " + dir + ": no such directory");
+  auto ckpt = Checkpoint::open(dir);
+  const ModelConfig& cfg = ckpt->config();
+  for (int32_t id : ids)
+    if (id >= cfg.vocab_size)
+      throw std::runtime_error("token id " + std::to_string(id) +
+                               " is outside the vocabulary (vocab_size " +
+                               std::to_string(cfg.vocab_size) + ")");
+  std::vector<int32_t> token_map;
+  if (!cfg.engram_layer_ids.empty()) {
+    const std::string tok_path = dir + "/tokenizer.json";
+    if (!std::filesystem::exists(tok_path))
+      throw std::runtime_error(tok_path + ": missing (needed for the Engram token map)");
+    const text::Tokenizer tok = text::Tokenizer::load(tok_path);
+    token_map = text::build_engram_token_map(tok).map;
+  }
+  ThreadPool pool(static_cast<int>(threads));
+  Transformer model(*ckpt, kernels, pool, std::move(token_map));
+  SequenceState st = model.new_state();
+
+  const int64_t T = int64_t(ids.size()), V = cfg.vocab_size;
+  NpyWriter out(out_path, {T, V});
+  std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t p = 0; p < T; p += chunk) {
+    const int n = int(std::min<int64_t>(chunk, T - p));
+    logits.resize(size_t(n) * size_t(V));
+    model.forward(st, ids.data() + p, n, p, LogitsWanted::kAll, logits.data());
+    out.write(logits.data(), logits.size() * sizeof(float));
+  }
+  out.close();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "cedar logits: %lld tokens in %.2f s (%.1f tok/s, %d threads)\n",
+               (long long)T, secs, double(T) / secs, pool.size());
+  return 0;
 }
 
 }  // namespace cedar::app

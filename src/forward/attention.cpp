@@ -1,0 +1,137 @@
+#include "forward/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "forward/fmath.h"
+#include "numerics/bf16.h"
+#include "numerics/fp8.h"
+
+namespace cedar {
+
+Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
+    : cfg_(cfg), plan_(cfg.plan(layer)), w_(w), rope_(RopeTable::for_layer(cfg, plan_.ratio)) {
+  if (plan_.is_kv_source) compressor_ = std::make_unique<Compressor>(cfg, layer, w, rope_);
+  if (plan_.is_index_source) indexer_ = std::make_unique<Indexer>(cfg, layer, w, rope_);
+  // the Python scalar head_dim**-0.5, held as an fp32 tensor by sparse_attn
+  softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
+}
+
+void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* out) const {
+  const int n = fp.n, D = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim;
+  const int rd = cfg_.qk_rope_head_dim, ql = cfg_.q_lora_rank, W = cfg_.sliding_window;
+  const int l = plan_.layer;
+  const float eps = float(cfg_.rms_norm_eps);
+  (void)D;
+
+  // rotary angles of the chunk positions
+  std::vector<float> cs(size_t(n) * size_t(rd / 2)), sn(cs.size());
+  for (int i = 0; i < n; ++i)
+    rope_.angles(fp.p0 + i, cs.data() + size_t(i) * (rd / 2), sn.data() + size_t(i) * (rd / 2));
+
+  // qr = q_norm(wq_a(x)); q = wq_b(qr) per head, RoPE on the last rd channels
+  std::vector<float> qa(size_t(n) * size_t(ql)), qr(qa.size());
+  linear(ctx, w_.wq_a, x, n, qa.data());
+  for (int i = 0; i < n; ++i)
+    ctx.k.rms_norm(qa.data() + size_t(i) * ql, ql, w_.q_norm, eps, qr.data() + size_t(i) * ql);
+  std::vector<float> q(size_t(n) * size_t(H) * size_t(hd));
+  linear(ctx, w_.wq_b, qr.data(), n, q.data());
+  // window kv = act_quant(RoPE(kv_norm(wkv(x)))): kept as codes (for the ring) and values
+  std::vector<float> kvr(size_t(n) * size_t(hd)), win(kvr.size());
+  linear(ctx, w_.wkv, x, n, kvr.data());
+  std::vector<uint8_t> wcodes(size_t(n) * size_t(hd)), wscales(size_t(n) * size_t(hd / 32));
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* c = cs.data() + i * (rd / 2);
+      const float* s = sn.data() + i * (rd / 2);
+      for (int h = 0; h < H; ++h)
+        ctx.k.rope(q.data() + (i * H + h) * hd + hd - rd, rd, c, s, false);
+      float* kv = win.data() + i * hd;
+      ctx.k.rms_norm(kvr.data() + i * hd, hd, w_.kv_norm, eps, kv);
+      ctx.k.rope(kv + hd - rd, rd, c, s, false);
+      ctx.k.act_quant(kv, hd, wcodes.data() + i * hd, wscales.data() + i * (hd / 32));
+      for (int d = 0; d < hd; ++d)
+        kv[d] = fmath::e4m3(wcodes[size_t(i * hd + d)]) *
+                fmath::ue8m0(wscales[size_t(i * (hd / 32) + d / 32)]);
+    }
+  });
+
+  // compressed branch: the KV source appends first, then the index source selects per query
+  const std::vector<std::vector<int32_t>>* sel = nullptr;
+  const CompressedKv* ccache = nullptr;
+  if (plan_.ratio > 0) {
+    if (compressor_) compressor_->forward(ctx, x, n, fp.p0, fp.st.compressed.at(size_t(l)));
+    if (indexer_) indexer_->forward(ctx, x, qr.data(), fp);
+    sel = &fp.topk.at(size_t(plan_.index_source));
+    ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
+    if (sel->size() != size_t(n))
+      throw std::runtime_error("layer " + std::to_string(l) + ": no Top-K from index source " +
+                               std::to_string(plan_.index_source));
+  }
+
+  // ring rows still needed by this chunk: positions max(0, p0 - W + 1) .. p0 - 1
+  WindowRing& ring = fp.st.window.at(size_t(l));
+  std::vector<float> ringv(size_t(W) * size_t(hd));
+  for (int64_t pos = std::max<int64_t>(0, fp.p0 - W + 1); pos < fp.p0; ++pos)
+    ring.read(pos, ringv.data() + size_t(pos % W) * hd);
+
+  // sparse attention per query over the compact list: window rows oldest first, then the
+  // selected compressed rows in ascending row order
+  std::vector<float> o(size_t(n) * size_t(H) * size_t(hd));
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    std::vector<const float*> keys;
+    std::vector<float> crow;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t p = fp.p0 + i;
+      keys.clear();
+      for (int64_t pos = std::max<int64_t>(0, p - W + 1); pos <= p; ++pos)
+        keys.push_back(pos < fp.p0 ? ringv.data() + size_t(pos % W) * hd
+                                   : win.data() + size_t(pos - fp.p0) * hd);
+      if (sel) {
+        const auto& rows = (*sel)[size_t(i)];
+        crow.resize(rows.size() * size_t(hd));
+        for (size_t j = 0; j < rows.size(); ++j) {
+          ccache->read_kv(rows[j], crow.data() + j * hd);
+          keys.push_back(crow.data() + j * hd);
+        }
+      }
+      for (int h = 0; h < H; ++h) {
+        float* oh = o.data() + (i * H + h) * hd;
+        ctx.k.sparse_attn(q.data() + (i * H + h) * hd, hd, keys.data(), int(keys.size()),
+                          w_.attn_sink[h], softmax_scale_, oh);
+        ctx.k.rope(oh + hd - rd, rd, cs.data() + i * (rd / 2), sn.data() + i * (rd / 2), true);
+      }
+    }
+  });
+
+  // grouped low-rank output: u[g, r] = bf16(o[g] . wo_a[g*R + r]) (bf16 weights), then wo_b
+  const int G = cfg_.o_groups, R = cfg_.o_lora_rank, gw = H * hd / G;
+  std::vector<float> u(size_t(n) * size_t(G) * size_t(R));
+  ctx.pool.parallel_for(int64_t(n) * G, [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      const int64_t i = a / G, g = a % G;
+      float* ur = u.data() + (i * G + g) * R;
+      ctx.k.gemm_bf16w(o.data() + i * H * hd + g * gw, 1, gw, w_.wo_a.data() + size_t(g) * R * gw,
+                       0, R, ur, R);
+      for (int r2 = 0; r2 < R; ++r2) ur[r2] = round_bf16(ur[r2]);
+    }
+  });
+  linear(ctx, w_.wo_b, u.data(), n, out);
+
+  // the chunk's newest W window rows go to the ring (after every query of the chunk ran)
+  for (int i = std::max(0, n - W); i < n; ++i) {
+    const int64_t pos = fp.p0 + i;
+    std::copy_n(wcodes.data() + size_t(i) * hd, hd, ring.row_codes(pos));
+    std::copy_n(wscales.data() + size_t(i) * (hd / 32), hd / 32, ring.row_scales(pos));
+  }
+  if (fp.dump && fp.dump->active()) {
+    fp.dump->f32("layer" + std::to_string(l) + ".attn_q", fp.p0, q.data(), {n, H, hd});
+    fp.dump->f32("layer" + std::to_string(l) + ".attn_kv", fp.p0, win.data(), {n, hd});
+    fp.dump->f32("layer" + std::to_string(l) + ".attn_o", fp.p0, o.data(), {n, H, hd});
+    fp.dump->f32("layer" + std::to_string(l) + ".attn_out", fp.p0, out, {n, D});
+  }
+}
+
+}  // namespace cedar

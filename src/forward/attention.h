@@ -1,0 +1,37 @@
+// Attention: one layer's CSA2 attention over a chunk of rows of one sequence (NUMERICS §A).
+// Every layer has its own low-rank query, FP8 window KV ring and sink; compressed layers add the
+// rows their Top-K source selected from their KV source's cache. The chunk's own window rows live
+// in a temporary buffer next to the ring, so a chunk longer than the window never overwrites ring
+// slots its earlier queries still need; the ring is updated after all queries ran.
+// Immutable after construction.
+#pragma once
+
+#include <memory>
+
+#include "forward/compressor.h"
+#include "forward/forward_pass.h"
+#include "forward/indexer.h"
+#include "forward/linear.h"
+#include "forward/rope.h"
+
+namespace cedar {
+
+class Attention {
+ public:
+  Attention(const ModelConfig& cfg, int layer, const LayerWeights& w);
+
+  // x [n, D] normalised attention input of the chunk rows -> out [n, D] (bf16 values).
+  // ref: model.py Attention.forward
+  void forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* out) const;
+
+ private:
+  const ModelConfig& cfg_;
+  const LayerPlan& plan_;
+  const LayerWeights& w_;
+  RopeTable rope_;
+  std::unique_ptr<Compressor> compressor_;
+  std::unique_ptr<Indexer> indexer_;
+  float softmax_scale_;
+};
+
+}  // namespace cedar

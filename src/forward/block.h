@@ -1,0 +1,39 @@
+// Block: one transformer layer with its single-pass mHC residual (NUMERICS §B, spec §5): four
+// bf16 copies of the stream, pre/post/comb coefficients from a projection of the flattened
+// stream with Sinkhorn normalisation, the attention and the MoE between collapse and expand.
+// The coefficients a sublayer computes collapse the *next* sublayer's input. Immutable after
+// construction.
+#pragma once
+
+#include "forward/attention.h"
+#include "forward/moe.h"
+
+namespace cedar {
+
+// ref: model.py Block.hc_mixes for one token: h [hc*D] -> pre [hc], post [hc], comb [hc*hc].
+void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, const float* fn,
+              const float* scale, const float* base, float* pre, float* post, float* comb);
+// ref: model.py Block.hc_pre: x[d] = bf16(xsum_c f32(mix[c] * h[c][d])).
+void hc_pre(const float* h, const float* mix, int hc, int D, float* x);
+// ref: model.py Block.hc_post: out[j][d] = bf16(f32(post[j]*y[d]) + xsum_i
+// f32(comb[i][j]*h[i][d])).
+void hc_post(const float* y, const float* h, const float* post, const float* comb, int hc, int D,
+             float* out);
+
+class Block {
+ public:
+  Block(const ModelConfig& cfg, int layer, const LayerWeights& w);
+
+  // h [n, hc, D] (bf16 values) updated in place; pre_mix [n, hc] in: the previous FFN site's
+  // pre-mix, out: this block's FFN pre-mix. ref: model.py Block.forward
+  void forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) const;
+
+ private:
+  const ModelConfig& cfg_;
+  int layer_;
+  const LayerWeights& w_;
+  Attention attn_;
+  MoE ffn_;
+};
+
+}  // namespace cedar

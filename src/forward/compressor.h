@@ -1,0 +1,32 @@
+// Compressor: the KV-source half of CSA2 (NUMERICS §C). Pools each group of `ratio` consecutive
+// tokens into one latent (ratio 1: a plain bf16 projection; ratio 2: a channel-wise softmax gate
+// in fp32), normalises it, derives its FP4 index key and its FP4 main row (both rotated at the
+// group's first position j*ratio), and appends them to the source's CompressedKv. A trailing
+// incomplete group is parked in the state until a later chunk completes it, so any chunking
+// appends the same rows. Immutable after construction.
+#pragma once
+
+#include "forward/linear.h"
+#include "forward/rope.h"
+#include "model/config.h"
+#include "state/sequence_state.h"
+
+namespace cedar {
+
+class Compressor {
+ public:
+  Compressor(const ModelConfig& cfg, int layer, const LayerWeights& w, const RopeTable& rope);
+
+  // x [n, D]: the attention input of rows at positions p0 .. p0+n-1. Appends every row completed
+  // within the chunk to `cache` (before any query of the chunk runs its indexer or attention).
+  // ref: model.py Compressor.forward, Indexer.forward (index-key half), Attention._compress_kv
+  void forward(const Ctx& ctx, const float* x, int n, int64_t p0, CompressedKv& cache) const;
+
+ private:
+  const ModelConfig& cfg_;
+  int layer_, ratio_;
+  const LayerWeights& w_;
+  const RopeTable& rope_;
+};
+
+}  // namespace cedar

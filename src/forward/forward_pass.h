@@ -1,0 +1,46 @@
+// ForwardPass: the per-forward scratch every layer reads and writes while one chunk of rows of
+// one sequence goes through the stack (the reference's SharedAttentionRuntime, made a stack
+// object): the positions, the sequence state, the Top-K each index source publishes for every
+// query, and the candidate pool of the candidate source. Lives for one Transformer::forward call.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "state/sequence_state.h"
+
+namespace cedar {
+
+// Optional per-layer activation dumps (CEDAR_DUMP_DIR) as .npy files named
+// `<name>.p<first_pos>.npy`, for layer-by-layer comparison with the numpy reference.
+class Dumper {
+ public:
+  Dumper();  // reads CEDAR_DUMP_DIR; inactive when unset or empty
+  bool active() const { return !dir_.empty(); }
+  void f32(const std::string& name, int64_t first_pos, const float* data,
+           const std::vector<int64_t>& shape) const;
+  void i32(const std::string& name, int64_t first_pos, const int32_t* data,
+           const std::vector<int64_t>& shape) const;
+
+ private:
+  std::string dir_;
+};
+
+struct ForwardPass {
+  const ModelConfig& cfg;
+  SequenceState& st;
+  int n = 0;       // rows in this chunk
+  int64_t p0 = 0;  // absolute position of row 0
+  // topk[l][i]: compressed rows (ascending) selected for query row i by index-source layer l.
+  std::vector<std::vector<std::vector<int32_t>>> topk;
+  // candidates[i][b]: block b is in query i's candidate pool (written by the candidate source).
+  std::vector<std::vector<uint8_t>> candidates;
+  const Dumper* dump = nullptr;
+
+  ForwardPass(const ModelConfig& c, SequenceState& s, int n_rows, int64_t first_pos)
+      : cfg(c), st(s), n(n_rows), p0(first_pos), topk(size_t(c.num_hidden_layers)) {}
+};
+
+}  // namespace cedar

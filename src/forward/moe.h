@@ -1,0 +1,30 @@
+// MoE: the sqrtsoftplus Gate (bias steers selection only), routed FP4 SwiGLU experts with the
+// routing weight applied before the down projection, and the shared FP8 expert (NUMERICS §M).
+// Immutable after construction.
+#pragma once
+
+#include "forward/linear.h"
+#include "model/config.h"
+
+namespace cedar {
+
+class MoE {
+ public:
+  MoE(const ModelConfig& cfg, int layer, const LayerWeights& w);
+
+  // x [n, D] normalised FFN input -> out [n, D] bf16 values. ref: model.py MoE.forward
+  void forward(const Ctx& ctx, const float* x, int n, float* out) const;
+
+  // ref: model.py Gate.forward. For each row: the selected experts (ascending) and their weights.
+  void gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const;
+
+ private:
+  // ref: model.py Expert.forward on rows x [m, D]; weights (nullable) [m]; y [m, D] bf16 values.
+  void expert(const Ctx& ctx, const ExpertWeights& e, const float* x, int m, const float* weights,
+              float* y) const;
+
+  const ModelConfig& cfg_;
+  const LayerWeights& w_;
+};
+
+}  // namespace cedar

@@ -1,0 +1,185 @@
+#include "forward/weights.h"
+
+#include <stdexcept>
+
+#include "numerics/bf16.h"
+#include "numerics/fp8.h"
+
+namespace cedar {
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+const TensorView& need(const Checkpoint& ck, const std::string& name, DType dt,
+                       const std::vector<int64_t>& shape) {
+  const TensorView& t = ck.get(name);
+  if (t.dtype != dt)
+    throw std::runtime_error("tensor " + name + ": dtype " + dtype_name(t.dtype) + ", expected " +
+                             dtype_name(dt));
+  if (t.shape != shape)
+    throw std::runtime_error("tensor " + name + ": shape " + shape_str(t.shape) + ", expected " +
+                             shape_str(shape));
+  return t;
+}
+
+const uint16_t* bf16_vec(const Checkpoint& ck, const std::string& name,
+                         const std::vector<int64_t>& shape) {
+  return need(ck, name, DType::BF16, shape).as<uint16_t>();
+}
+const float* f32_vec(const Checkpoint& ck, const std::string& name,
+                     const std::vector<int64_t>& shape) {
+  return need(ck, name, DType::F32, shape).as<float>();
+}
+
+// `prefix.weight` (+ `prefix.scale` when quantized); the format follows the stored dtype.
+Linear linear(const Checkpoint& ck, const std::string& prefix, int out, int in) {
+  Linear L;
+  L.name = prefix;
+  L.out = out;
+  L.in = in;
+  // Quantized projections are stored as `prefix` + `prefix.scale` (spec §13); bf16/f32 ones as
+  // `prefix.weight`. Accept either spelling for the weight.
+  const std::string wn = ck.has(prefix + ".weight") ? prefix + ".weight" : prefix;
+  const TensorView& t = ck.get(wn);
+  switch (t.dtype) {
+    case DType::F8_E4M3: {
+      if (in % 32) throw std::runtime_error("tensor " + wn + ": input width not a multiple of 32");
+      L.kind = Linear::Kind::FP8;
+      L.w = need(ck, wn, DType::F8_E4M3, {out, in}).data;
+      L.scale = need(ck, prefix + ".scale", DType::F8_E8M0, {(out + 31) / 32, in / 32}).data;
+      break;
+    }
+    case DType::I8:
+    case DType::U8: {
+      if (in % 32) throw std::runtime_error("tensor " + wn + ": input width not a multiple of 32");
+      L.kind = Linear::Kind::FP4;
+      L.w = need(ck, wn, t.dtype, {out, in / 2}).data;
+      L.scale = need(ck, prefix + ".scale", DType::F8_E8M0, {out, in / 32}).data;
+      break;
+    }
+    case DType::BF16:
+      L.kind = Linear::Kind::BF16;
+      L.w = need(ck, wn, DType::BF16, {out, in}).data;
+      break;
+    case DType::F32:
+      L.kind = Linear::Kind::F32;
+      L.w = need(ck, wn, DType::F32, {out, in}).data;
+      break;
+    default:
+      throw std::runtime_error("tensor " + wn + ": unsupported dtype " + dtype_name(t.dtype));
+  }
+  return L;
+}
+
+Linear linear_of(const Checkpoint& ck, const std::string& prefix, int out, int in,
+                 Linear::Kind want) {
+  Linear L = linear(ck, prefix, out, in);
+  if (L.kind != want) throw std::runtime_error("tensor " + prefix + ": unexpected weight dtype");
+  return L;
+}
+
+// wo_a: the FP8 weight dequantized to bf16 (exact: an E4M3 value times a power of two).
+std::vector<uint16_t> dequant_fp8_to_bf16(const Linear& L) {
+  std::vector<uint16_t> out(size_t(L.out) * size_t(L.in));
+  const int kb = L.in / 32;
+  for (int n = 0; n < L.out; ++n)
+    for (int k = 0; k < L.in; ++k) {
+      const float v = e4m3_to_f32(L.w[size_t(n) * size_t(L.in) + size_t(k)]) *
+                      ue8m0_to_f32(L.scale[size_t(n / 32) * size_t(kb) + size_t(k / 32)]);
+      out[size_t(n) * size_t(L.in) + size_t(k)] = f32_to_bf16_bits(v);
+    }
+  return out;
+}
+
+}  // namespace
+
+ModelWeights ModelWeights::bind(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  const int64_t V = c.vocab_size;
+  const int D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, hc = c.hc_mult;
+  const int mix = (2 + hc) * hc;
+  ModelWeights W;
+  W.embed = bf16_vec(ck, "embed.weight", {V, D});
+  W.head = bf16_vec(ck, "head.weight", {V, D});
+  W.norm = bf16_vec(ck, "norm.weight", {D});
+  W.layers.resize(size_t(c.num_hidden_layers));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerPlan& P = c.plan(l);
+    LayerWeights& L = W.layers[size_t(l)];
+    const std::string p = "layers." + std::to_string(l) + ".";
+    L.attn_norm = bf16_vec(ck, p + "attn_norm.weight", {D});
+    L.ffn_norm = bf16_vec(ck, p + "ffn_norm.weight", {D});
+    L.hc_attn_fn = f32_vec(ck, p + "hc_attn_fn", {mix, int64_t(hc) * D});
+    L.hc_attn_base = f32_vec(ck, p + "hc_attn_base", {mix});
+    L.hc_attn_scale = f32_vec(ck, p + "hc_attn_scale", {3});
+    L.hc_ffn_fn = f32_vec(ck, p + "hc_ffn_fn", {mix, int64_t(hc) * D});
+    L.hc_ffn_base = f32_vec(ck, p + "hc_ffn_base", {mix});
+    L.hc_ffn_scale = f32_vec(ck, p + "hc_ffn_scale", {3});
+    // attention
+    L.attn_sink = f32_vec(ck, p + "attn.attn_sink", {H});
+    L.q_norm = bf16_vec(ck, p + "attn.q_norm.weight", {c.q_lora_rank});
+    L.kv_norm = bf16_vec(ck, p + "attn.kv_norm.weight", {hd});
+    L.wq_a = linear(ck, p + "attn.wq_a", c.q_lora_rank, D);
+    L.wq_b = linear(ck, p + "attn.wq_b", H * hd, c.q_lora_rank);
+    L.wkv = linear(ck, p + "attn.wkv", hd, D);
+    const int og = c.o_groups;
+    Linear wo_a = linear(ck, p + "attn.wo_a", og * c.o_lora_rank, H * hd / og);
+    if (wo_a.kind == Linear::Kind::FP8) {
+      L.wo_a = dequant_fp8_to_bf16(wo_a);
+    } else if (wo_a.kind == Linear::Kind::BF16) {
+      L.wo_a.assign(wo_a.bf16(), wo_a.bf16() + size_t(wo_a.out) * size_t(wo_a.in));
+    } else {
+      throw std::runtime_error("tensor " + p + "attn.wo_a.weight: expected FP8 or BF16");
+    }
+    L.wo_b = linear(ck, p + "attn.wo_b", D, og * c.o_lora_rank);
+    if (P.is_kv_source) {
+      const auto want = Linear::Kind::BF16;  // promoted to fp32 at ratio > 1 (exact products)
+      L.comp_wkv = linear_of(ck, p + "attn.compressor.wkv", hd, D, want);
+      if (P.ratio > 1) L.comp_wgate = linear_of(ck, p + "attn.compressor.wgate", hd, D, want);
+      L.comp_norm = bf16_vec(ck, p + "attn.compressor.norm.weight", {hd});
+      L.idx_wk = linear_of(ck, p + "attn.indexer.wk", c.index_head_dim, hd, Linear::Kind::BF16);
+      L.idx_k_norm = bf16_vec(ck, p + "attn.indexer.k_norm.weight", {c.index_head_dim});
+    }
+    if (P.is_index_source) {
+      L.idx_wq_b =
+          linear(ck, p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+      L.idx_weights_proj =
+          linear_of(ck, p + "attn.indexer.weights_proj", c.index_n_heads, D, Linear::Kind::BF16);
+    }
+    // MoE
+    const int E = c.n_routed_experts, I = c.moe_intermediate_size;
+    L.gate = linear_of(ck, p + "ffn.gate", E, D, Linear::Kind::BF16);
+    L.gate_bias = f32_vec(ck, p + "ffn.gate.bias", {E});
+    L.experts.resize(size_t(E));
+    for (int e = 0; e < E; ++e) {
+      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
+      L.experts[size_t(e)].w1 = linear(ck, ep + "w1", I, D);
+      L.experts[size_t(e)].w2 = linear(ck, ep + "w2", D, I);
+      L.experts[size_t(e)].w3 = linear(ck, ep + "w3", I, D);
+    }
+    L.shared.w1 = linear(ck, p + "ffn.shared_experts.w1", I, D);
+    L.shared.w2 = linear(ck, p + "ffn.shared_experts.w2", D, I);
+    L.shared.w3 = linear(ck, p + "ffn.shared_experts.w3", I, D);
+    // Engram
+    if (P.has_engram) {
+      const int ehd = c.engram_head_dim;
+      const int n_cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
+      const int64_t rows = c.engram_num_embeddings.at(size_t(P.engram_index));
+      L.engram_rows = rows;
+      L.engram_table = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd}).data;
+      L.engram_table_scale =
+          need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32}).data;
+      L.engram_wkv = linear(ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
+      L.engram_q_weight = bf16_vec(ck, p + "engram.q_weight", {hc, D});
+      L.engram_k_weight = bf16_vec(ck, p + "engram.k_weight", {hc, D});
+    }
+  }
+  return W;
+}
+
+}  // namespace cedar

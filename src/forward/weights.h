@@ -1,0 +1,76 @@
+// ModelWeights: typed views of every checkpoint tensor the forward pass reads, bound once at load
+// (pointers into the memory-mapped shards; only wo_a is materialised, dequantized to bf16 as the
+// reference's convert.py does). Immutable after construction; safe to share between threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+
+namespace cedar {
+
+// One projection weight [out, in] in whichever format the checkpoint stores it.
+struct Linear {
+  enum class Kind { FP8, FP4, BF16, F32 };
+  Kind kind = Kind::BF16;
+  int out = 0, in = 0;
+  const uint8_t* w = nullptr;      // FP8 codes [out, in] | packed E2M1 [out, in/2] | bf16 | f32
+  const uint8_t* scale = nullptr;  // UE8M0 [ceil(out/32), in/32] (FP8) | [out, in/32] (FP4)
+  std::string name;
+
+  const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(w); }
+  const float* f32() const { return reinterpret_cast<const float*>(w); }
+};
+
+struct ExpertWeights {
+  Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]
+};
+
+struct LayerWeights {
+  const uint16_t* attn_norm = nullptr;  // [D] bf16
+  const uint16_t* ffn_norm = nullptr;
+  // mHC sites (fp32): fn [(2+hc)*hc, hc*D], base [(2+hc)*hc], scale [3]
+  const float *hc_attn_fn = nullptr, *hc_attn_base = nullptr, *hc_attn_scale = nullptr;
+  const float *hc_ffn_fn = nullptr, *hc_ffn_base = nullptr, *hc_ffn_scale = nullptr;
+  // attention
+  const float* attn_sink = nullptr;   // [H]
+  const uint16_t* q_norm = nullptr;   // [q_lora_rank]
+  const uint16_t* kv_norm = nullptr;  // [head_dim]
+  Linear wq_a, wq_b, wkv, wo_b;
+  std::vector<uint16_t> wo_a;  // bf16 [o_groups * o_lora_rank, H * head_dim / o_groups]
+  // compressor + index keys (KV sources)
+  Linear comp_wkv, comp_wgate;           // comp_wgate only for ratio > 1
+  const uint16_t* comp_norm = nullptr;   // [head_dim]
+  Linear idx_wk;                         // [index_head_dim, head_dim] bf16
+  const uint16_t* idx_k_norm = nullptr;  // [index_head_dim]
+  // indexer query (index sources)
+  Linear idx_wq_b, idx_weights_proj;
+  // MoE
+  Linear gate;                       // [n_routed_experts, D] bf16
+  const float* gate_bias = nullptr;  // [n_routed_experts]
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared;
+  // Engram
+  const uint8_t* engram_table = nullptr;        // E4M3 [rows, engram_head_dim]
+  const uint8_t* engram_table_scale = nullptr;  // UE8M0 [rows, engram_head_dim / 32]
+  int64_t engram_rows = 0;
+  Linear engram_wkv;                          // [D * (hc+1), n_cols * engram_head_dim]
+  const uint16_t* engram_q_weight = nullptr;  // [hc, D]
+  const uint16_t* engram_k_weight = nullptr;
+};
+
+struct ModelWeights {
+  const uint16_t* embed = nullptr;  // [vocab, D]
+  const uint16_t* head = nullptr;   // [vocab, D]
+  const uint16_t* norm = nullptr;   // [D]
+  std::vector<LayerWeights> layers;
+
+  // Binds every tensor; throws std::runtime_error naming the tensor on a missing tensor or an
+  // unexpected dtype/shape.
+  static ModelWeights bind(const Checkpoint& ckpt);
+};
+
+}  // namespace cedar

@@ -1,0 +1,222 @@
+// The forward pass on a generated tiny checkpoint (cedar make-model): one-shot prefill, chunked
+// prefill (chunk sizes that split a ratio-2 group, a candidate block and the 128-row window) and
+// token-by-token decode must give bit-identical logits and identical sequence state. T = 300
+// makes the indexer Top-K (16) and the candidate pool (4 blocks of 8) limits bite.
+#include "forward/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "forward/kernel_table.h"
+#include "forward/thread_pool.h"
+#include "model/checkpoint.h"
+#include "text/engram_token_map.h"
+#include "text/tokenizer.h"
+
+namespace cedar {
+namespace {
+
+std::string cedar_bin() {
+  const char* e = std::getenv("CEDAR_BIN");
+  return e && *e ? e : CEDAR_BIN;
+}
+
+int run(const std::string& cmd) { return std::system((cmd + " > /dev/null 2>&1").c_str()); }
+
+class TinyModel : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/cedar_forward_test_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = new std::string(tmpl);
+    const std::string model = *dir_ + "/tiny";
+    ASSERT_EQ(run(cedar_bin() + " make-model --preset tiny --seed 3 --out " + model), 0);
+    ckpt_ = Checkpoint::open(model).release();
+    const auto tok = text::Tokenizer::load(model + "/tokenizer.json");
+    map_ = new std::vector<int32_t>(text::build_engram_token_map(tok).map);
+    pool_ = new ThreadPool(2);
+    model_ = new Transformer(*ckpt_, choose_kernels("ref"), *pool_, *map_);
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<int32_t> id(0, int32_t(ckpt_->config().vocab_size - 1));
+    ids_ = new std::vector<int32_t>(300);
+    for (auto& v : *ids_) v = id(rng);
+    (*ids_)[5] = (*ids_)[9] = (*ids_)[13];  // repeated n-grams for Engram
+    (*ids_)[6] = (*ids_)[10] = (*ids_)[14];
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+    delete map_;
+    delete ckpt_;
+    delete ids_;
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  // Feeds ids[0..T) in calls of `chunk` tokens; returns all logits [T, vocab].
+  static std::vector<float> logits(int chunk, SequenceState* out_state = nullptr, int T = 300) {
+    const int64_t V = model_->config().vocab_size;
+    SequenceState st = model_->new_state();
+    std::vector<float> all(size_t(T) * size_t(V));
+    for (int p = 0; p < T; p += chunk) {
+      const int n = std::min(chunk, T - p);
+      model_->forward(st, ids_->data() + p, n, p, LogitsWanted::kAll, all.data() + size_t(p) * V);
+    }
+    if (out_state) *out_state = std::move(st);
+    return all;
+  }
+
+  static std::string* dir_;
+  static Checkpoint* ckpt_;
+  static std::vector<int32_t>* map_;
+  static ThreadPool* pool_;
+  static Transformer* model_;
+  static std::vector<int32_t>* ids_;
+};
+
+std::string* TinyModel::dir_ = nullptr;
+Checkpoint* TinyModel::ckpt_ = nullptr;
+std::vector<int32_t>* TinyModel::map_ = nullptr;
+ThreadPool* TinyModel::pool_ = nullptr;
+Transformer* TinyModel::model_ = nullptr;
+std::vector<int32_t>* TinyModel::ids_ = nullptr;
+
+bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_same_state(const SequenceState& a, const SequenceState& b) {
+  EXPECT_EQ(a.n_tokens, b.n_tokens);
+  EXPECT_EQ(a.engram_history, b.engram_history);
+  ASSERT_EQ(a.window.size(), b.window.size());
+  for (size_t l = 0; l < a.window.size(); ++l) {
+    EXPECT_EQ(a.window[l].codes, b.window[l].codes) << "layer " << l;
+    EXPECT_EQ(a.window[l].scales, b.window[l].scales) << "layer " << l;
+    const auto &ca = a.compressed[l], &cb = b.compressed[l];
+    EXPECT_EQ(ca.n_rows, cb.n_rows) << "layer " << l;
+    EXPECT_EQ(ca.kv_fp4, cb.kv_fp4) << "layer " << l;
+    EXPECT_EQ(ca.kv_scale, cb.kv_scale) << "layer " << l;
+    EXPECT_EQ(ca.ik_fp4, cb.ik_fp4) << "layer " << l;
+    EXPECT_EQ(ca.ik_scale, cb.ik_scale) << "layer " << l;
+    EXPECT_EQ(ca.n_tail, cb.n_tail) << "layer " << l;
+    EXPECT_EQ(ca.tail_k, cb.tail_k) << "layer " << l;
+    EXPECT_EQ(ca.tail_z, cb.tail_z) << "layer " << l;
+  }
+}
+
+TEST_F(TinyModel, ChunkedPrefillAndDecodeAreBitIdenticalToOneShot) {
+  SequenceState st_one;
+  const auto one = logits(300, &st_one);
+  // sanity: finite, not constant, the compressed caches grew as the ratios say
+  for (size_t i = 0; i < one.size(); i += 997) ASSERT_TRUE(std::isfinite(one[i]));
+  EXPECT_NE(one[0], one[1]);
+  const ModelConfig& cfg = model_->config();
+  for (int l = 0; l < cfg.num_hidden_layers; ++l)
+    if (cfg.plan(l).is_kv_source) {
+      EXPECT_EQ(st_one.compressed[size_t(l)].n_rows, 300 / cfg.plan(l).ratio);
+    }
+  for (int chunk : {1, 2, 3, 7, 64, 127, 128, 129}) {
+    SequenceState st;
+    const auto c = logits(chunk, &st);
+    EXPECT_TRUE(bit_equal(c, one)) << "chunk " << chunk;
+    expect_same_state(st, st_one);
+  }
+}
+
+TEST_F(TinyModel, ResultsDoNotDependOnThreadCount) {
+  const auto two = logits(300, nullptr, 40);
+  ThreadPool single(1);
+  Transformer m1(*ckpt_, choose_kernels("ref"), single, *map_);
+  SequenceState st = m1.new_state();
+  const int64_t V = m1.config().vocab_size;
+  std::vector<float> one(size_t(40) * V);
+  m1.forward(st, ids_->data(), 40, 0, LogitsWanted::kAll, one.data());
+  EXPECT_TRUE(bit_equal(one, two));
+}
+
+TEST_F(TinyModel, LastRowLogitsEqualTheLastRowOfAll) {
+  const int64_t V = model_->config().vocab_size;
+  const auto all = logits(300, nullptr, 20);
+  SequenceState st = model_->new_state();
+  std::vector<float> last(static_cast<size_t>(V));
+  model_->forward(st, ids_->data(), 20, 0, LogitsWanted::kLast, last.data());
+  EXPECT_EQ(std::memcmp(last.data(), all.data() + size_t(19) * V, size_t(V) * 4), 0);
+}
+
+TEST_F(TinyModel, RejectsBadIdsAndPositions) {
+  SequenceState st = model_->new_state();
+  const int64_t V = model_->config().vocab_size;
+  std::vector<float> out(static_cast<size_t>(V));
+  const int32_t bad = int32_t(V);
+  EXPECT_THROW(model_->forward(st, &bad, 1, 0, LogitsWanted::kLast, out.data()),
+               std::runtime_error);
+  EXPECT_EQ(st.n_tokens, 0);
+  const int32_t ok = 5;
+  EXPECT_THROW(model_->forward(st, &ok, 1, 3, LogitsWanted::kLast, out.data()), std::runtime_error);
+  model_->forward(st, &ok, 1, 0, LogitsWanted::kLast, out.data());
+  EXPECT_EQ(st.n_tokens, 1);
+}
+
+std::vector<char> slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+TEST_F(TinyModel, CliWritesNpyAndChunkingMatches) {
+  const std::string m = *dir_ + "/tiny", a = *dir_ + "/a.npy", b = *dir_ + "/b.npy",
+                    c = *dir_ + "/c.npy";
+  const std::string ids = "0,5,7,100,2000,3,77,1234,99999,129279,42";
+  ASSERT_EQ(run(cedar_bin() + " logits --model " + m + " --ids " + ids + " --out " + a), 0);
+  ASSERT_EQ(run(cedar_bin() + " logits --model " + m + " --ids " + ids + " --out " + b +
+                " --chunk 3 --threads 1"),
+            0);
+  ASSERT_EQ(run(cedar_bin() + " logits --model " + m + " --ids " + ids + " --out " + c +
+                " --decode --kernels ref"),
+            0);
+  const auto fa = slurp(a);
+  EXPECT_EQ(fa, slurp(b));
+  EXPECT_EQ(fa, slurp(c));
+  // header: .npy v1.0, '<f4', shape (11, vocab); payload 11 * vocab * 4 bytes
+  ASSERT_GT(fa.size(), 128u);
+  EXPECT_EQ(std::string(fa.data() + 1, 5), "NUMPY");
+  const std::string head(fa.data(), 128);
+  EXPECT_NE(head.find("'descr': '<f4'"), std::string::npos);
+  EXPECT_NE(head.find("'shape': (11, 129280)"), std::string::npos);
+  const size_t hlen = size_t(uint8_t(fa[8])) | (size_t(uint8_t(fa[9])) << 8);
+  EXPECT_EQ((10 + hlen) % 64, 0u);
+  EXPECT_EQ(fa.size(), 10 + hlen + size_t(11) * 129280 * 4);
+  // the CLI logits equal the in-process ones
+  std::vector<int32_t> v = {0, 5, 7, 100, 2000, 3, 77, 1234, 99999, 129279, 42};
+  SequenceState st = model_->new_state();
+  std::vector<float> mem(size_t(11) * 129280);
+  model_->forward(st, v.data(), 11, 0, LogitsWanted::kAll, mem.data());
+  EXPECT_EQ(std::memcmp(fa.data() + 10 + hlen, mem.data(), mem.size() * 4), 0);
+}
+
+TEST_F(TinyModel, CliErrors) {
+  const std::string m = *dir_ + "/tiny", o = *dir_ + "/e.npy";
+  EXPECT_NE(run(cedar_bin() + " logits --model " + m + " --ids 1,129280 --out " + o), 0);
+  EXPECT_NE(run(cedar_bin() + " logits --model " + m + " --ids 1,x2 --out " + o), 0);
+  EXPECT_NE(run(cedar_bin() + " logits --model " + m + " --ids '' --out " + o), 0);
+  EXPECT_NE(run(cedar_bin() + " logits --model " + *dir_ + "/nope --ids 1 --out " + o), 0);
+  EXPECT_NE(run(cedar_bin() + " logits --model " + m + " --ids 1 --out " + o + " --kernels x"), 0);
+  EXPECT_NE(run(cedar_bin() + " logits --model " + m + " --ids 1 --out " + o + " --chunk 0"), 0);
+  const std::string msg = *dir_ + "/msg.txt";
+  EXPECT_EQ(std::system(
+                (cedar_bin() + " logits --model " + m + " --ids 1,129280 --out " + o + " 2> " + msg)
+                    .c_str()) != 0,
+            true);
+  const auto text = slurp(msg);
+  EXPECT_NE(std::string(text.begin(), text.end()).find("129280"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cedar

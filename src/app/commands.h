@@ -10,5 +10,8 @@ int cmd_logits(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_render(int argc, char** argv);
 int cmd_parse(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace cedar::app

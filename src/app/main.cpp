@@ -27,6 +27,11 @@ const Command kCommands[] = {
      "print the V4.1 prompt for an OpenAI Chat Completions request (REQUEST.json)"},
     {"parse", cedar::app::cmd_parse,
      "parse raw generated text into an OpenAI assistant message ([--thinking] FILE)"},
+    {"bench", cedar::app::cmd_bench,
+     "prefill (CED, exact) and decode speed vs measured bandwidth/FLOP ceilings (-m DIR)"},
+    {"run", cedar::app::cmd_run,
+     "generate: one shot (-m DIR -p TEXT) or interactive chat (-m DIR)"},
+    {"serve", cedar::app::cmd_serve, "OpenAI/Anthropic-compatible HTTP API (-m DIR --port N)"},
 };
 
 void usage(FILE* f) {

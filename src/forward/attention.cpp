@@ -62,7 +62,13 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
   const std::vector<std::vector<int32_t>>* sel = nullptr;
   const CompressedKv* ccache = nullptr;
   if (plan_.ratio > 0) {
-    if (compressor_) compressor_->forward(ctx, x, n, fp.p0, fp.st.compressed.at(size_t(l)));
+    if (compressor_ && !fp.skip_compressor) {
+      compressor_->forward(ctx, x, n, fp.p0, fp.st.compressed.at(size_t(l)));
+    } else if (compressor_ && fp.rebuild_tails && plan_.ratio > 1) {
+      CompressedKv& cache = fp.st.compressed.at(size_t(l));
+      if (cache.n_tail != int((fp.p0 + n) % plan_.ratio))
+        compressor_->rebuild_tail(ctx, x, n, fp.p0, cache);
+    }
     if (indexer_) indexer_->forward(ctx, x, qr.data(), fp);
     sel = &fp.topk.at(size_t(plan_.index_source));
     ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
@@ -71,10 +77,10 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
                                std::to_string(plan_.index_source));
   }
 
-  // ring rows still needed by this chunk: positions max(0, p0 - W + 1) .. p0 - 1
+  // ring rows still needed by this chunk: positions max(win_start, p0 - W + 1) .. p0 - 1
   WindowRing& ring = fp.st.window.at(size_t(l));
   std::vector<float> ringv(size_t(W) * size_t(hd));
-  for (int64_t pos = std::max<int64_t>(0, fp.p0 - W + 1); pos < fp.p0; ++pos)
+  for (int64_t pos = std::max<int64_t>(fp.win_start, fp.p0 - W + 1); pos < fp.p0; ++pos)
     ring.read(pos, ringv.data() + size_t(pos % W) * hd);
 
   // sparse attention per query over the compact list: window rows oldest first, then the
@@ -86,7 +92,8 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t p = fp.p0 + i;
       keys.clear();
-      for (int64_t pos = std::max<int64_t>(0, p - W + 1); pos <= p; ++pos)
+      // bounded replay truncates the window at win_start (0 otherwise)
+      for (int64_t pos = std::max<int64_t>(fp.win_start, p - W + 1); pos <= p; ++pos)
         keys.push_back(pos < fp.p0 ? ringv.data() + size_t(pos % W) * hd
                                    : win.data() + size_t(pos - fp.p0) * hd);
       if (sel) {
@@ -132,6 +139,11 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
     fp.dump->f32("layer" + std::to_string(l) + ".attn_o", fp.p0, o.data(), {n, H, hd});
     fp.dump->f32("layer" + std::to_string(l) + ".attn_out", fp.p0, out, {n, D});
   }
+}
+
+void Attention::compress(const Ctx& ctx, const float* x, ForwardPass& fp) const {
+  if (compressor_)
+    compressor_->forward(ctx, x, fp.n, fp.p0, fp.st.compressed.at(size_t(plan_.layer)));
 }
 
 }  // namespace cedar

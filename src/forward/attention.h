@@ -24,6 +24,10 @@ class Attention {
   // ref: model.py Attention.forward
   void forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* out) const;
 
+  // The global-KV half only (CED encoder rows at the candidate source): the compressor on x
+  // [n, D], appending to the layer's compressed cache; nothing when the layer is no KV source.
+  void compress(const Ctx& ctx, const float* x, ForwardPass& fp) const;
+
  private:
   const ModelConfig& cfg_;
   const LayerPlan& plan_;

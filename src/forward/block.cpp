@@ -87,4 +87,20 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) c
   }
 }
 
+void Block::project_global(const Ctx& ctx, const float* h, const float* pre_mix,
+                           ForwardPass& fp) const {
+  if (!cfg_.plan(layer_).is_kv_source) return;
+  const int n = fp.n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
+  const size_t HD = size_t(hc) * D;
+  std::vector<float> x(size_t(n) * D), xn(size_t(n) * D);
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
+      ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, float(cfg_.rms_norm_eps),
+                     xn.data() + i * D);
+    }
+  });
+  attn_.compress(ctx, xn.data(), fp);
+}
+
 }  // namespace cedar

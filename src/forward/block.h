@@ -28,6 +28,11 @@ class Block {
   // pre-mix, out: this block's FFN pre-mix. ref: model.py Block.forward
   void forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) const;
 
+  // CED encoder rows at the candidate source: only the attention input x = attn_norm(hc_pre(h,
+  // pre_mix)) and the compressor on it (the decoder's global KV for every row); h and pre_mix
+  // are not changed. The same x as forward() computes for these rows, bit for bit.
+  void project_global(const Ctx& ctx, const float* h, const float* pre_mix, ForwardPass& fp) const;
+
  private:
   const ModelConfig& cfg_;
   int layer_;

@@ -119,4 +119,27 @@ void Compressor::forward(const Ctx& ctx, const float* x, int n, int64_t p0,
                  ik_packed.data() + size_t(g) * (ihd / 2), ik_sc.data() + size_t(g) * (ihd / 32));
 }
 
+void Compressor::rebuild_tail(const Ctx& ctx, const float* x, int n, int64_t p0,
+                              CompressedKv& cache) const {
+  const int r = ratio_, D = cfg_.hidden_size;
+  const int64_t h = p0 + n;
+  const int rem = int(h % r);
+  if (r <= 1) return;
+  if (cache.n_rows != h / r)
+    throw std::runtime_error("layer " + std::to_string(layer_) + ": " +
+                             std::to_string(cache.n_rows) + " compressed rows, position " +
+                             std::to_string(h) + " needs " + std::to_string(h / r));
+  if (rem > n)
+    throw std::runtime_error("layer " + std::to_string(layer_) +
+                             ": the replay does not cover the open compressor group");
+  std::fill(cache.tail_k.begin(), cache.tail_k.end(), 0.0f);
+  std::fill(cache.tail_z.begin(), cache.tail_z.end(), 0.0f);
+  if (rem > 0) {
+    const float* xr = x + size_t(n - rem) * size_t(D);
+    linear(ctx, w_.comp_wkv, xr, rem, cache.tail_k.data(), LinearOut::kF32);
+    linear(ctx, w_.comp_wgate, xr, rem, cache.tail_z.data(), LinearOut::kF32);
+  }
+  cache.n_tail = rem;
+}
+
 }  // namespace cedar

@@ -22,6 +22,11 @@ class Compressor {
   // ref: model.py Compressor.forward, Indexer.forward (index-key half), Attention._compress_kv
   void forward(const Ctx& ctx, const float* x, int n, int64_t p0, CompressedKv& cache) const;
 
+  // Bounded replay of a state whose open group was lost (KvStore::truncate): parks the fp32 k and
+  // gate logits of the last (p0+n) % ratio rows of x [n, D] as the tail, from the replayed input.
+  // The rows of the state must already cover every complete group.
+  void rebuild_tail(const Ctx& ctx, const float* x, int n, int64_t p0, CompressedKv& cache) const;
+
  private:
   const ModelConfig& cfg_;
   int layer_, ratio_;

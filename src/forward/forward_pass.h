@@ -38,6 +38,13 @@ struct ForwardPass {
   // candidates[i][b]: block b is in query i's candidate pool (written by the candidate source).
   std::vector<std::vector<uint8_t>> candidates;
   const Dumper* dump = nullptr;
+  // SWA Bounded Replay (spec §9.4): a query at p sees window rows [max(win_start, p-W+1), p].
+  int64_t win_start = 0;
+  // The rows' global KV already exists (CED decoder rows at the candidate source, bounded
+  // replay): compressors append nothing; indexers score the stored rows.
+  bool skip_compressor = false;
+  // Bounded replay of a state whose ratio-2 tails are missing: recompute them from these rows.
+  bool rebuild_tails = false;
 
   ForwardPass(const ModelConfig& c, SequenceState& s, int n_rows, int64_t first_pos)
       : cfg(c), st(s), n(n_rows), p0(first_pos), topk(size_t(c.num_hidden_layers)) {}

@@ -1,14 +1,23 @@
 // Transformer: the V4.1 text model over one sequence's state (NUMERICS §F): embedding, the mHC
 // stream of hc copies, Engram before its blocks, the blocks, the final collapse with the last FFN
 // pre-mix, the norm and the fp32 head. One forward takes a run of rows at consecutive positions
-// (a whole prompt, a prefill chunk or a decode step) against the per-sequence state; every row's
-// result is independent of how the sequence was split into calls.
+// (a whole prompt, a prefill chunk or a decode step) against the per-sequence state.
+//
+// Two prefill modes (docs/FORWARD.md, spec §9):
+//  * exact: every layer on every row; every row's result is independent of how the sequence was
+//    split into calls (bit-identical to the numpy oracle);
+//  * CED (the default of ForwardOptions): the encoder (layers below the candidate source) and the
+//    candidate source's global-KV projection on every row; the decoder (candidate source's query
+//    side and everything above) only on the last min(window, N) prompt rows, with window
+//    attention truncated at the replay start (SWA Bounded Replay, spec §9.4).
+// replay() rebuilds the window rings of a state restored without them (prefix-cache hit).
 // Immutable after construction; forward() may be called for different states concurrently only
 // with distinct thread pools (the kernels themselves are reentrant).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "forward/block.h"
@@ -21,7 +30,32 @@
 
 namespace cedar {
 
-enum class LogitsWanted { kNone, kLast, kAll };
+enum class LogitsWanted {
+  kNone,
+  kLast,    // [1, vocab]: the call's last row
+  kAll,     // [n, vocab]: every row of the call (CED: only when the decoder ran on all of them)
+  kReplay,  // [decoder_rows, vocab]: every row the decoder ran in this call (<= window rows;
+            // CED prompt completion: the replay rows, which may start before first_pos)
+};
+
+enum class PrefillMode { kCed, kExact };
+
+struct ForwardOptions {
+  PrefillMode mode = PrefillMode::kCed;
+  // These rows end the prompt (a whole prompt, the last chunk of one, or a decode step). Under
+  // CED a call with false is an open chunk: it runs the encoder and the candidate source's
+  // projection only, returns no logits, and the prompt stays open until a call with true.
+  bool completes_prompt = true;
+  LogitsWanted logits = LogitsWanted::kLast;
+};
+
+struct ForwardResult {
+  int64_t logits_first_pos = -1;  // position of logits row 0 (-1: none written)
+  int logits_rows = 0;
+  int64_t replay_start = -1;  // first position the decoder ran on in this call (-1: it did not)
+  int decoder_rows = 0;       // rows the decoder ran on in this call
+  bool truncated = false;     // decoder window attention was truncated at replay_start
+};
 
 class Transformer {
  public:
@@ -34,14 +68,47 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
   SequenceState new_state() const { return SequenceState(cfg_); }
 
+  // True when the config has a CED split (a candidate source, no KV source and no Engram layer
+  // above/at it); otherwise CED mode runs exactly like exact mode.
+  bool has_ced() const { return ced_layer_ >= 0; }
+  int ced_layer() const { return ced_layer_; }  // first decoder layer (-1: none)
+
   // Runs ids[0..n) at positions first_pos .. first_pos+n-1 (first_pos must equal
-  // state.n_tokens) and appends them to `state`. logits: kAll -> [n, vocab], kLast -> [1, vocab]
-  // (fp32), kNone -> untouched. Throws std::runtime_error on an id outside the vocabulary or a
-  // position mismatch (state unchanged in both cases).
+  // state.n_tokens) and appends them to `state`. Logits are fp32 rows of vocab_size floats; the
+  // result says which positions they belong to. Throws std::runtime_error (state unchanged) on an
+  // id outside the vocabulary, a position mismatch, an exact call on an open CED prompt, logits
+  // asked of an open chunk, kAll that the decoder did not cover, or window rings that do not hold
+  // the rows the first query needs (a state restored without its window: call replay() first).
+  ForwardResult forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
+                        const ForwardOptions& opt, float* logits) const;
+
+  // The original entry point: EXACT mode, completes the prompt. logits: kAll -> [n, vocab],
+  // kLast -> [1, vocab], kNone -> untouched (kReplay -> the last min(window, n) rows).
   void forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
                LogitsWanted want, float* logits) const;
 
+  // SWA Bounded Replay of a restored state (spec §9.4 use 2). `state` holds the global rows of
+  // positions [0, h) (h = state.n_tokens) but its window rings are missing or stale. Recomputes
+  // positions [s, h), s = max(0, h - window), through ALL layers with window attention truncated
+  // at s, filling every window ring, WITHOUT appending or rewriting global rows (indexers score
+  // the restored rows). ids: the token ids of positions [ids_first, h) with
+  // ids_first <= max(0, s - (engram_max_ngram - 1)) (Engram hashes look back). Also:
+  //  * a ratio-2 source whose tail is missing (n_tail != h % 2, e.g. after KvStore::truncate) gets
+  //    it recomputed from the replayed attention input (approximate); a present tail is kept;
+  //  * an empty engram_history is rebuilt from ids; a non-empty one must match ids (else throws:
+  //    the ids are not this state's tokens).
+  // Sets state.window_from = s. Returns s. Throws on an open prompt or inconsistent rows.
+  int64_t replay(SequenceState& state, std::span<const int32_t> ids, int64_t ids_first) const;
+
  private:
+  struct Stream;  // h [rows, hc, D] + pre-mix [rows, hc] of a run of positions
+  void embed(const int32_t* ids, int n, Stream& s) const;
+  void engram_rows(const int32_t* ids, int n, int64_t p0, const int32_t* hist_mapped, int hist,
+                   std::vector<std::vector<int64_t>>& rows) const;
+  void head(const Ctx& ctx, const Stream& s, int first, int m, int64_t p0, float* logits) const;
+  void check_ids(const int32_t* ids, int n) const;
+  void check_window(const SequenceState& st, int64_t first_query, int64_t trunc) const;
+
   const ModelConfig& cfg_;
   const KernelTable& k_;
   ThreadPool& pool_;
@@ -49,6 +116,7 @@ class Transformer {
   EngramLayout layout_;
   std::vector<int32_t> token_map_;
   int32_t engram_pad_ = 0;
+  int ced_layer_ = -1;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<std::unique_ptr<Engram>> engrams_;  // per layer, null where none
   Dumper dump_;

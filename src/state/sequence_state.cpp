@@ -1,5 +1,6 @@
 #include "state/sequence_state.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -92,13 +93,76 @@ SequenceState::SequenceState(const ModelConfig& cfg) {
   }
 }
 
-size_t SequenceState::bytes() const {
-  size_t b = engram_history.capacity() * sizeof(int32_t);
-  for (const auto& w : window) b += w.codes.capacity() + w.scales.capacity();
-  for (const auto& c : compressed) {
-    b += c.kv_fp4.capacity() + c.kv_scale.capacity() + c.ik_fp4.capacity() + c.ik_scale.capacity() +
-         (c.tail_k.capacity() + c.tail_z.capacity()) * sizeof(float);
+void SequenceState::drop_window() {
+  for (auto& w : window) {
+    std::fill(w.codes.begin(), w.codes.end(), uint8_t(0));
+    std::fill(w.scales.begin(), w.scales.end(), uint8_t(0));
   }
+  window_from = n_tokens;
+}
+
+void SequenceState::reserve(int64_t n) {
+  if (n < 0) throw std::runtime_error("SequenceState::reserve: negative token count");
+  for (auto& c : compressed) {
+    if (c.ratio <= 0) continue;
+    const size_t rows = size_t(n / c.ratio);
+    c.kv_fp4.reserve(rows * size_t(c.head_dim / 2));
+    c.kv_scale.reserve(rows * size_t(c.head_dim / 16));
+    c.ik_fp4.reserve(rows * size_t(c.index_head_dim / 2));
+    c.ik_scale.reserve(rows * size_t(c.index_head_dim / 32));
+  }
+}
+
+void SequenceState::truncate(int64_t n_keep) {
+  if (prompt_open())
+    throw std::runtime_error("SequenceState::truncate: a CED prompt is open (decoder at " +
+                             std::to_string(dec_tokens) + " of " + std::to_string(n_tokens) +
+                             " tokens)");
+  if (n_keep < 0 || n_keep > n_tokens)
+    throw std::runtime_error("SequenceState::truncate: n_keep " + std::to_string(n_keep) +
+                             " outside [0, " + std::to_string(n_tokens) + "]");
+  if (n_keep == n_tokens) return;
+  for (auto& c : compressed) {
+    if (c.ratio <= 0) continue;
+    const int64_t rows = n_keep / c.ratio;
+    c.n_rows = rows;
+    c.kv_fp4.resize(size_t(rows) * size_t(c.head_dim / 2));
+    c.kv_scale.resize(size_t(rows) * size_t(c.head_dim / 16));
+    c.ik_fp4.resize(size_t(rows) * size_t(c.index_head_dim / 2));
+    c.ik_scale.resize(size_t(rows) * size_t(c.index_head_dim / 32));
+    c.kv_fp4.shrink_to_fit();
+    c.kv_scale.shrink_to_fit();
+    c.ik_fp4.shrink_to_fit();
+    c.ik_scale.shrink_to_fit();
+    // the parked tokens of group n_keep / ratio were folded into a row that is now dropped: they
+    // are gone (n_tail = 0 != n_keep % ratio marks them missing; replay recomputes them)
+    std::fill(c.tail_k.begin(), c.tail_k.end(), 0.0f);
+    std::fill(c.tail_z.begin(), c.tail_z.end(), 0.0f);
+    c.n_tail = 0;
+  }
+  engram_history.clear();
+  n_tokens = dec_tokens = n_keep;
+  ced_stream = StreamRows{};
+  drop_window();
+}
+
+size_t SequenceState::global_bytes() const {
+  size_t b = 0;
+  for (const auto& c : compressed)
+    b += c.kv_fp4.capacity() + c.kv_scale.capacity() + c.ik_fp4.capacity() + c.ik_scale.capacity();
+  return b;
+}
+
+size_t SequenceState::window_bytes() const {
+  size_t b = 0;
+  for (const auto& w : window) b += w.codes.capacity() + w.scales.capacity();
+  return b;
+}
+
+size_t SequenceState::bytes() const {
+  size_t b = engram_history.capacity() * sizeof(int32_t) + global_bytes() + window_bytes();
+  for (const auto& c : compressed) b += (c.tail_k.capacity() + c.tail_z.capacity()) * sizeof(float);
+  b += ced_stream.h.capacity() * sizeof(uint16_t) + ced_stream.pre.capacity() * sizeof(float);
   return b;
 }
 

@@ -7,7 +7,10 @@
 //     index keys (packed E2M1 + UE8M0 scale per 32), appended as compressor groups complete, and
 //     the fp32 k / gate logits of a trailing incomplete group (ratio > 1);
 //   * the Engram history: the last max_ngram-1 mapped token ids;
-//   * the number of tokens processed.
+//   * the number of tokens processed;
+//   * CED bookkeeping (docs/FORWARD.md): how far the decoder layers have run (they lag while a
+//     chunked CED prompt is open), the candidate-source input stream of the last <= window open
+//     positions, and the first position whose window rows the rings hold.
 // Owned by the caller; not thread-safe (the forward mutates it from one thread at a time, after
 // its parallel sections).
 #pragma once
@@ -58,6 +61,16 @@ struct CompressedKv {
   }
 };
 
+// The mHC stream entering one layer for a run of consecutive positions: h as bf16 bits
+// [rows, hc, D] (stream values are bf16 values, so this is lossless) and the fp32 pre-mix
+// [rows, hc] of the previous FFN site.
+struct StreamRows {
+  int64_t first = 0;  // position of row 0
+  int rows = 0;
+  std::vector<uint16_t> h;
+  std::vector<float> pre;
+};
+
 class SequenceState {
  public:
   SequenceState() = default;
@@ -68,8 +81,37 @@ class SequenceState {
   std::vector<CompressedKv> compressed;  // one per backbone layer; used only by KV sources
   std::vector<int32_t> engram_history;   // last (max_ngram - 1) mapped ids, oldest first
 
+  // CED: positions [0, dec_tokens) have run through the decoder layers. Equal to n_tokens except
+  // while a chunked CED prompt is open (then ced_stream holds the candidate-source input of
+  // positions [ced_stream.first, n_tokens), at most `window` rows).
+  int64_t dec_tokens = 0;
+  StreamRows ced_stream;
+  // The rings of every layer hold valid rows for positions >= window_from only (0 normally; s
+  // after a bounded replay or a truncated CED replay; n_tokens after drop_window()). A forward
+  // whose first query needs an older row refuses to run.
+  int64_t window_from = 0;
+
+  bool prompt_open() const { return dec_tokens < n_tokens; }
+
+  // Zeroes every ring and marks them empty (window_from = n_tokens): what a prefix-cache unit
+  // without the window restores to; Transformer::replay() refills them.
+  void drop_window();
+
+  // Reserves the global rows of every KV source for n tokens (no reallocation while the state
+  // grows up to n tokens). Never shrinks.
+  void reserve(int64_t n);
+
+  // Keeps positions [0, n_keep): global rows of complete groups (n_keep / ratio rows), drops
+  // the ratio-2 tails (marked missing when n_keep % ratio != 0), the Engram history and the
+  // window (window_from = n_keep). A bounded replay with the ids of the kept positions rebuilds
+  // what was dropped (approximately: spec §9.4). Releases the freed capacity. Throws on an open
+  // prompt or n_keep outside [0, n_tokens].
+  void truncate(int64_t n_keep);
+
   // Bytes held by real allocations (capacity of every buffer).
   size_t bytes() const;
+  size_t global_bytes() const;  // compressed rows + index keys of every source
+  size_t window_bytes() const;  // the rings
 };
 
 }  // namespace cedar

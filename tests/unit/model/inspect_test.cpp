@@ -120,6 +120,34 @@ TEST(Inspect, CliOnReleasedConfig) {
   EXPECT_NE(out.find("method:"), std::string::npos);
 }
 
+// --kv-tokens allocates a real SequenceState: the bytes come from its buffers, not arithmetic.
+TEST(Inspect, CliAllocatesTheStateForAMillionTokens) {
+  std::string out;
+  ASSERT_EQ(
+      run("'" + cedar_bin() + "' inspect --config '" + fixture() + "' --json --kv-tokens 1048576",
+          &out),
+      0)
+      << out;
+  json j = json::parse(out);
+  const json& a = j["kv"]["allocated"];
+  EXPECT_EQ(a["global_bytes"], int64_t(1048576) * 890);
+  EXPECT_EQ(a["global_bytes_per_token"], 890.0);
+  EXPECT_EQ(a["window_bytes"], 2703360);
+  EXPECT_EQ(a["other_fixed_bytes"], 3 * 2 * 512 * 4);  // fp32 k + gate tails of 3 r=2 sources
+  EXPECT_EQ(a["total_bytes"], int64_t(1048576) * 890 + 2703360 + 3 * 2 * 512 * 4);
+  ASSERT_EQ(
+      run("'" + cedar_bin() + "' inspect --config '" + fixture() + "' --kv-tokens 1048576", &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("global KV: 933,232,640 B = 890 B/token"), std::string::npos) << out;
+  EXPECT_NE(out.find("window rings (fixed): 2,703,360 B"), std::string::npos) << out;
+  // an odd count: the open ratio-2 groups own no row yet
+  ASSERT_EQ(
+      run("'" + cedar_bin() + "' inspect --config '" + fixture() + "' --json --kv-tokens 5", &out),
+      0);
+  EXPECT_EQ(json::parse(out)["kv"]["allocated"]["global_bytes"], (3 * 2 + 5) * (288 + 68));
+}
+
 TEST(Inspect, CliErrors) {
   std::string out;
   EXPECT_EQ(run("'" + cedar_bin() + "' inspect", &out), 1) << out;

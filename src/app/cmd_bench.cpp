@@ -1,0 +1,367 @@
+// `cedar bench -m DIR [--prompt N,...] [--gen N] [--reps K] [-t T] [--json]`: speed of prefill
+// (CED and exact) and decode on a model directory, as ratios against the machine's own ceilings
+// measured in the same run (DESIGN.md "Performance method", docs/BENCH.md):
+//  * decode is bandwidth-bound: bytes of weights + KV one decoded token reads (counted from the
+//    model, runtime/bench_accounting) x tokens/s = achieved GB/s, over the measured read
+//    bandwidth (runtime/bench_probes);
+//  * prefill is compute-bound: FLOPs per prompt row (counted for each plan) x rows/s = achieved
+//    FLOP/s, over the measured FMA peak and over the kernel table's own GEMM ceiling.
+// Every time is a median (K reps for prefill, all generated steps for decode).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "base/args.h"
+#include "forward/kernel_table.h"
+#include "forward/transformer.h"
+#include "runtime/bench_accounting.h"
+#include "runtime/bench_probes.h"
+#include "runtime/engine.h"
+
+namespace cedar::app {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<int64_t> parse_sizes(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t i = 0;
+  while (i <= text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    const std::string tok = text.substr(i, j - i);
+    if (tok.empty() || tok.size() > 9 || tok.find_first_not_of("0123456789") != std::string::npos)
+      throw std::runtime_error("--prompt: '" + tok + "' is not a positive token count");
+    const int64_t v = std::stoll(tok);
+    if (v < 1) throw std::runtime_error("--prompt: token counts must be >= 1");
+    out.push_back(v);
+    i = j + 1;
+  }
+  return out;
+}
+
+// A deterministic prompt: BOS then ids spread over the ordinary BPE range (an LCG, so every run
+// and every plan sees the same tokens).
+std::vector<int32_t> make_prompt(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  const int64_t lo = std::min<int64_t>(100, vocab - 1),
+                span = std::max<int64_t>(1, std::min<int64_t>(vocab, 100000) - lo);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    ids[size_t(i)] = int32_t(lo + int64_t((x >> 33) % uint64_t(span)));
+  }
+  ids[0] = 0;  // BOS
+  return ids;
+}
+
+int32_t argmax(const float* v, int64_t n) { return int32_t(std::max_element(v, v + n) - v); }
+
+struct PrefillResult {
+  bool ran = false;
+  std::vector<double> secs;
+  double median_s = 0;
+  bench::PrefillFlops flops;
+};
+
+json probe_json(const bench::Probe& p, const char* unit, double scale) {
+  return {
+      {"median", p.median / scale}, {"min", p.min / scale}, {"max", p.max / scale}, {"unit", unit},
+      {"passes", p.passes},         {"threads", p.threads}, {"method", p.method}};
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  Args args(
+      "bench",
+      {{"model", "m", true, "model directory (required; e.g. from make-model --preset small)"},
+       {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
+       {"gen", "", true, "decode steps timed after each prompt (default 32)"},
+       {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
+       {"threads", "t", true, "worker threads (default: all cores)"},
+       {"kernels", "", true, "kernel table: ref (default)"},
+       {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
+       {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
+       {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
+       {"seed", "", true, "prompt token seed (default 1)"},
+       {"json", "", false, "print one JSON object instead of the table"}});
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::printf("%s", args.usage().c_str());
+    return 0;
+  }
+  runtime::EngineOptions eo;
+  eo.model_dir = args.require("model");
+  const long long threads = args.get_int("threads", 0);
+  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
+  eo.threads = int(threads);
+  eo.kernels = args.get("kernels", "ref");
+  const std::vector<int64_t> sizes = parse_sizes(args.get("prompt", "256,1024"));
+  const long long gen = args.get_int("gen", 32);
+  const long long reps = args.get_int("reps", 3);
+  const long long bw_mib = args.get_int("bw-mib", 1024);
+  const long long passes = args.get_int("probe-passes", 7);
+  const long long seed = args.get_int("seed", 1);
+  if (gen < 1 || gen > 100000) throw std::runtime_error("--gen must be in 1..100000");
+  if (reps < 1 || reps > 1000) throw std::runtime_error("--reps must be in 1..1000");
+  if (bw_mib < 1 || bw_mib > (1 << 20)) throw std::runtime_error("--bw-mib must be in 1..1048576");
+  if (passes < 1 || passes > 1000) throw std::runtime_error("--probe-passes must be in 1..1000");
+  bool want_ced = false, want_exact = false;
+  {
+    const std::string plans = args.get("plans", "ced,exact");
+    size_t i = 0;
+    while (i <= plans.size()) {
+      size_t j = plans.find(',', i);
+      if (j == std::string::npos) j = plans.size();
+      const std::string p = plans.substr(i, j - i);
+      if (p == "ced")
+        want_ced = true;
+      else if (p == "exact")
+        want_exact = true;
+      else
+        throw std::runtime_error("--plans: unknown plan '" + p + "' (ced, exact)");
+      i = j + 1;
+    }
+  }
+  const bool as_json = args.has("json");
+
+  auto engine = runtime::Engine::load(eo);
+  const ModelConfig& cfg = engine->config();
+  const Transformer& model = engine->model();
+  for (int64_t n : sizes)
+    if (n + gen > cfg.max_position_embeddings && cfg.max_position_embeddings > 0)
+      throw std::runtime_error("--prompt " + std::to_string(n) + " + --gen exceeds " +
+                               "max_position_embeddings " +
+                               std::to_string(cfg.max_position_embeddings));
+  const bool ced_available = model.has_ced();
+  if (!as_json)
+    std::fprintf(stderr, "cedar bench: measuring the machine (%d threads)...\n", engine->threads());
+
+  // Machine ceilings first, on the same pool the model uses.
+  ThreadPool& pool = engine->pool();
+  const bench::Probe bw = bench::measure_read_bandwidth(pool, size_t(bw_mib) << 20, int(passes));
+  const bench::Probe fma = bench::measure_fma_peak(pool, int(passes));
+  const bench::Probe refp =
+      bench::measure_kernel_gemm_peak(pool, choose_kernels(eo.kernels), int(passes));
+
+  const int64_t V = cfg.vocab_size;
+  std::vector<float> logits(static_cast<size_t>(V));  // kLast: one row
+  json runs = json::array();
+  std::string table;
+  char line[512];
+
+  // One timed prefill of the whole prompt; the last-row logits go to `last`.
+  auto prefill_once = [&](const std::vector<int32_t>& ids, PrefillMode mode, SequenceState& st,
+                          std::vector<float>& last) {
+    ForwardOptions opt;
+    opt.mode = mode;
+    opt.completes_prompt = true;
+    opt.logits = LogitsWanted::kLast;
+    st = model.new_state();
+    const auto t0 = Clock::now();
+    model.forward(st, ids.data(), int(ids.size()), 0, opt, logits.data());
+    const double s = since(t0);
+    last.assign(logits.begin(), logits.begin() + V);
+    return s;
+  };
+
+  for (int64_t n : sizes) {
+    if (!as_json) std::fprintf(stderr, "cedar bench: prompt %lld...\n", (long long)n);
+    const std::vector<int32_t> ids = make_prompt(n, V, uint64_t(seed));
+    PrefillResult ex, ced;
+    ex.flops = bench::prefill_flops(cfg, n, bench::PrefillPlan::kExact);
+    ced.flops = bench::prefill_flops(cfg, n, bench::PrefillPlan::kCed);
+    SequenceState st_ex, st_ced;
+    std::vector<float> last_ex, last_ced;
+    // The plans alternate (and swap order every rep) so that load from other processes on a
+    // shared machine falls on both alike.
+    for (long long k = 0; k < reps; ++k) {
+      const bool ced_first = k % 2 == 1;
+      for (int i = 0; i < 2; ++i) {
+        const bool do_ced = (i == 0) == ced_first;
+        if (do_ced && want_ced)
+          ced.secs.push_back(prefill_once(ids, PrefillMode::kCed, st_ced, last_ced));
+        if (!do_ced && want_exact)
+          ex.secs.push_back(prefill_once(ids, PrefillMode::kExact, st_ex, last_ex));
+      }
+    }
+    for (PrefillResult* r : {&ex, &ced})
+      if (!r->secs.empty()) {
+        r->ran = true;
+        r->median_s = bench::median(r->secs);
+      }
+    // CED vs exact on the same prompt: relative L2 of the next-token logits, greedy agreement
+    double rel_l2 = -1;
+    bool same_argmax = false;
+    if (ex.ran && ced.ran) {
+      double num = 0, den = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        const double d = double(last_ced[size_t(v)]) - double(last_ex[size_t(v)]);
+        num += d * d;
+        den += double(last_ex[size_t(v)]) * double(last_ex[size_t(v)]);
+      }
+      rel_l2 = den > 0 ? std::sqrt(num / den) : 0.0;
+      same_argmax = argmax(last_ced.data(), V) == argmax(last_ex.data(), V);
+    }
+
+    // Decode after the default (CED) prefill when it ran, else after the exact one.
+    SequenceState& st = want_ced ? st_ced : st_ex;
+    int32_t tok = argmax((want_ced ? last_ced : last_ex).data(), V);
+    ForwardOptions dopt;
+    dopt.logits = LogitsWanted::kLast;
+    std::vector<double> step_s;
+    for (long long g = 0; g < gen; ++g) {
+      const auto t0 = Clock::now();
+      model.forward(st, &tok, 1, st.n_tokens, dopt, logits.data());
+      step_s.push_back(since(t0));
+      tok = argmax(logits.data(), V);
+    }
+    const double step_med = bench::median(step_s);
+    const int64_t ctx_mid = n + gen / 2;
+    const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid);
+    const double dec_tok_s = 1.0 / step_med;
+    const double achieved_bw = double(tr.total()) * dec_tok_s;
+    const bench::PrefillFlops dfl = bench::decode_flops(cfg, ctx_mid);
+    const double dec_fl_s = dfl.total() * dec_tok_s;
+
+    auto prefill_json = [&](const PrefillResult& r) -> json {
+      if (!r.ran) return nullptr;
+      const double fl_s = r.flops.total() / r.median_s;
+      return {{"median_s", r.median_s},
+              {"best_s", *std::min_element(r.secs.begin(), r.secs.end())},
+              {"reps_s", r.secs},
+              {"tokens_per_s", double(n) / r.median_s},
+              {"flops_per_row", r.flops.per_row()},
+              {"gemm_flops_per_row", r.flops.gemm_per_row()},
+              {"attention_flops", r.flops.attention},
+              {"indexer_flops", r.flops.indexer},
+              {"layer_rows", r.flops.layer_rows},
+              {"achieved_gflops", fl_s / 1e9},
+              {"ratio_fma_peak", fl_s / fma.median},
+              {"ratio_kernel_gemm_peak", fl_s / refp.median}};
+    };
+    json rj = {{"prompt", n},
+               {"exact", prefill_json(ex)},
+               {"ced", prefill_json(ced)},
+               {"ced_applies", ced_available}};
+    if (ex.ran && ced.ran) {
+      rj["ced_speedup"] = ex.median_s / ced.median_s;
+      rj["ced_speedup_best"] = *std::min_element(ex.secs.begin(), ex.secs.end()) /
+                               *std::min_element(ced.secs.begin(), ced.secs.end());
+      rj["ced_flop_ratio"] = ex.flops.total() / ced.flops.total();
+      rj["ced_logits_rel_l2"] = rel_l2;
+      rj["ced_same_next_token"] = same_argmax;
+    }
+    rj["decode"] = {{"after", want_ced ? "ced" : "exact"},
+                    {"steps", gen},
+                    {"median_step_s", step_med},
+                    {"tokens_per_s", dec_tok_s},
+                    {"context_mid", ctx_mid},
+                    {"bytes_per_token",
+                     {{"weights", tr.weights()},
+                      {"kv", tr.kv()},
+                      {"kv_window", tr.kv_window},
+                      {"kv_compressed", tr.kv_compressed},
+                      {"kv_index_keys", tr.kv_index_keys},
+                      {"total", tr.total()},
+                      {"engine_total", tr.engine_total()}}},
+                    {"weight_params", tr.weight_params},
+                    {"flops_per_token", dfl.total()},
+                    {"achieved_gflops", dec_fl_s / 1e9},
+                    {"ratio_kernel_gemm_peak", dec_fl_s / refp.median},
+                    {"achieved_gb_s", achieved_bw / 1e9},
+                    {"ratio_bandwidth", achieved_bw / bw.median}};
+    runs.push_back(rj);
+
+    auto prefill_line = [&](const char* plan, const PrefillResult& r) {
+      if (!r.ran) return;
+      const double fl_s = r.flops.total() / r.median_s;
+      std::snprintf(line, sizeof line,
+                    "  %-7lld %-6s %9.3f %10.1f %11.4f %10.4f %9.2f %7.2f%% %7.2f%%\n",
+                    (long long)n, plan, r.median_s, double(n) / r.median_s, r.flops.per_row() / 1e9,
+                    r.flops.gemm_per_row() / 1e9, fl_s / 1e9, 100.0 * fl_s / fma.median,
+                    100.0 * fl_s / refp.median);
+      table += line;
+    };
+    prefill_line("exact", ex);
+    prefill_line(ced_available ? "ced" : "ced=ex", ced);
+    if (ex.ran && ced.ran) {
+      std::snprintf(
+          line, sizeof line,
+          "  %-7s CED/exact: speed x%.2f (median; best-of x%.2f), FLOPs x%.2f fewer; next-token "
+          "logits rel L2 %.3g, same greedy token: %s\n",
+          "", ex.median_s / ced.median_s,
+          *std::min_element(ex.secs.begin(), ex.secs.end()) /
+              *std::min_element(ced.secs.begin(), ced.secs.end()),
+          ex.flops.total() / ced.flops.total(), rel_l2, same_argmax ? "yes" : "no");
+      table += line;
+    }
+    std::snprintf(line, sizeof line,
+                  "  %-7lld %-6s %9.4f %10.2f %11.4f %10.4f %9.2f %7.2f%% %7.2f%%  | ctx %lld: "
+                  "%.2f MB weights + %.3f MB KV = %.2f MB/token -> %.2f GB/s = %.1f%% of read "
+                  "bandwidth\n",
+                  (long long)n, "decode", step_med, dec_tok_s, dfl.total() / 1e9,
+                  dfl.gemm_per_row() / 1e9, dec_fl_s / 1e9, 100.0 * dec_fl_s / fma.median,
+                  100.0 * dec_fl_s / refp.median, (long long)ctx_mid, double(tr.weights()) / 1e6,
+                  double(tr.kv()) / 1e6, double(tr.total()) / 1e6, achieved_bw / 1e9,
+                  100.0 * achieved_bw / bw.median);
+    table += line;
+  }
+
+  if (as_json) {
+    json out = {{"model",
+                 {{"dir", eo.model_dir},
+                  {"layers", cfg.num_hidden_layers},
+                  {"hidden_size", cfg.hidden_size},
+                  {"n_routed_experts", cfg.n_routed_experts},
+                  {"num_experts_per_tok", cfg.num_experts_per_tok},
+                  {"ced_split", ced_available}}},
+                {"threads", engine->threads()},
+                {"kernels", eo.kernels},
+                {"machine",
+                 {{"read_bandwidth", probe_json(bw, "GB/s", 1e9)},
+                  {"fma_peak", probe_json(fma, "GFLOP/s", 1e9)},
+                  {"kernel_gemm_peak", probe_json(refp, "GFLOP/s", 1e9)}}},
+                {"runs", runs}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("cedar bench: %s (%d layers, D %d, %d of %d experts), %d threads, kernels %s\n",
+              eo.model_dir.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_experts_per_tok,
+              cfg.n_routed_experts, engine->threads(), eo.kernels.c_str());
+  std::printf("machine, measured in this run (median of %lld passes, [min..max]):\n", passes);
+  std::printf("  read bandwidth   %8.2f GB/s     [%.2f..%.2f]  %s\n", bw.median / 1e9, bw.min / 1e9,
+              bw.max / 1e9, bw.method.c_str());
+  std::printf("  FMA peak         %8.2f GFLOP/s  [%.2f..%.2f]  %s\n", fma.median / 1e9,
+              fma.min / 1e9, fma.max / 1e9, fma.method.c_str());
+  std::printf("  kernel GEMM      %8.2f GFLOP/s  [%.2f..%.2f]  %s\n", refp.median / 1e9,
+              refp.min / 1e9, refp.max / 1e9, refp.method.c_str());
+  std::printf(
+      "\nprefill: median of %lld reps; FLOPs counted per prompt row (GEMM + attention + "
+      "indexer); %%FMA / %%kern = achieved FLOP/s over the probes above%s\n",
+      reps, ced_available ? "" : " (no CED split in this config: ced = exact)");
+  std::printf(
+      "decode: median over %lld greedy steps after the %s prefill; FLOPs and bytes per token at "
+      "the middle context; bytes = weights read (storage dtypes) + KV read\n",
+      gen, want_ced ? "CED" : "exact");
+  std::printf("  %-7s %-6s %9s %10s %11s %10s %9s %8s %8s\n", "prompt", "plan", "time_s", "tok/s",
+              "GFLOP/row", "GEMM/row", "GFLOP/s", "%FMA", "%kern");
+  std::printf("%s", table.c_str());
+  return 0;
+}
+
+}  // namespace cedar::app

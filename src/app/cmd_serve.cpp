@@ -1,0 +1,154 @@
+// `cedar serve -m DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]
+// [--ctx-size N] [-t T] ...`: the OpenAI- and Anthropic-compatible HTTP API (docs/SERVER.md).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "app/commands.h"
+#include "base/args.h"
+#include "runtime/engine.h"
+#include "runtime/prefix_cache.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+
+namespace cedar::app {
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+long long positive(const Args& a, const std::string& name, long long def, long long max) {
+  const long long v = a.get_int(name, def);
+  if (v < 0 || v > max)
+    throw std::runtime_error("--" + name + " must be in [0, " + std::to_string(max) + "], got " +
+                             std::to_string(v));
+  return v;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  Args args(
+      "serve",
+      {{"model", "m", true, "model directory (required)"},
+       {"host", "", true, "address to listen on (default 127.0.0.1)"},
+       {"port", "", true, "port (default 8080; 0: any free port, printed on start)"},
+       {"api-key", "", true,
+        "require this key (Authorization: Bearer / x-api-key); "
+        "default $CEDAR_API_KEY, none if unset"},
+       {"parallel", "", true, "requests generated concurrently (default 4)"},
+       {"ctx-size", "c", true,
+        "context limit per request, prompt + completion "
+        "(default: the model's)"},
+       {"threads", "t", true, "worker threads for the forward (default: all cores)"},
+       {"model-name", "", true, "model id reported by /v1/models (default deepseek-v4-flash)"},
+       {"prefill-chunk", "", true, "prompt tokens per scheduling turn (default 128)"},
+       {"max-queue", "", true, "waiting requests before 503 overloaded (default 256)"},
+       {"max-body", "", true, "request body limit in bytes (default 16777216)"},
+       {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
+       {"http-threads", "", true, "HTTP connection threads (default max(32, 4*parallel+16))"},
+       {"kernels", "", true, "kernel table (default ref)"},
+       {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
+       {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
+       {"cache-dir", "", true, "prefix cache disk directory (default: no disk tier)"},
+       {"cache-disk", "", true, "prefix cache disk budget in MiB (default 16384)"},
+       {"cache-interval", "", true, "disk unit every N prompt tokens (default 1024)"},
+       {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
+       {"enable-test-hooks", "", false,
+        "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}});
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::printf("%s", args.usage().c_str());
+    return 0;
+  }
+  const std::string host = args.get("host", "127.0.0.1");
+  const int port = int(positive(args, "port", 8080, 65535));
+  const int parallel = int(positive(args, "parallel", 4, 1024));
+  if (parallel < 1) throw std::runtime_error("--parallel must be at least 1");
+
+  server::ServerConfig cfg;
+  cfg.model_name = args.get("model-name", cfg.model_name);
+  cfg.api_key =
+      args.get("api-key", std::getenv("CEDAR_API_KEY") ? std::getenv("CEDAR_API_KEY") : "");
+  cfg.test_hooks = args.has("enable-test-hooks");
+  cfg.keepalive_ms = int(positive(args, "keepalive-ms", 2000, 600000));
+  cfg.max_body_bytes = size_t(positive(args, "max-body", 16ll << 20, 1ll << 34));
+  if (!is_loopback(host) && cfg.api_key.empty())
+    std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
+  if (cfg.test_hooks)
+    std::fprintf(stderr,
+                 "cedar serve: test hooks enabled (cedar_test_output); not for production\n");
+
+  // Signals are taken by one thread (sigwait) so that shutdown runs outside a signal handler.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that disconnects must not kill the server
+
+  runtime::EngineOptions eo;
+  eo.model_dir = args.require("model");
+  eo.threads = int(args.get_int("threads", 0));
+  eo.kernels = args.get("kernels", "ref");
+  eo.tokenizer_path = args.get("tokenizer", "");
+  auto engine = runtime::Engine::load(eo);
+
+  server::SchedulerOptions so;
+  so.parallel = parallel;
+  so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);
+  so.prefill_chunk = std::max<long long>(1, positive(args, "prefill-chunk", 128, 1 << 20));
+  so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
+  // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as
+  // prompt_cache_hit_tokens.
+  std::unique_ptr<runtime::PrefixCache> cache;
+  const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
+  if (!args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"))) {
+    runtime::PrefixCacheOptions co;
+    co.memory_bytes = uint64_t(cache_ram) << 20;
+    co.disk_dir = args.get("cache-dir", "");
+    co.disk_bytes = uint64_t(positive(args, "cache-disk", 16384, 1ll << 30)) << 20;
+    co.interval = positive(args, "cache-interval", 1024, 1ll << 30);
+    cache = std::make_unique<runtime::PrefixCache>(*engine, co);
+  }
+  cfg.prefix_cache = cache != nullptr;
+  server::Metrics metrics;
+  server::Scheduler scheduler(*engine, cache.get(), so, &metrics);
+
+  const int http_threads =
+      int(positive(args, "http-threads", std::max(32, 4 * parallel + 16), 4096));
+  server::HttpServer http(*engine, scheduler, metrics, cfg, http_threads);
+  const int bound = http.bind(host, port);
+  std::printf(
+      "cedar serve: listening on http://%s:%d (model %s, %d slots, ctx %lld, %d threads, prefix "
+      "cache %s)\n",
+      host.c_str(), bound, cfg.model_name.c_str(), parallel,
+      static_cast<long long>(scheduler.ctx_size()), engine->threads(), cache ? "on" : "off");
+  std::fflush(stdout);
+
+  std::thread sig_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "cedar serve: signal %d, shutting down\n", sig);
+    // Cancel the generations first: the HTTP server waits for its open responses to end.
+    scheduler.stop();
+    http.stop();
+  });
+  const bool ok = http.listen();
+  // listen() also returns when the socket fails; make sure the signal thread can end.
+  pthread_kill(sig_thread.native_handle(), SIGTERM);
+  sig_thread.join();
+  scheduler.stop();
+  return ok ? 0 : 1;
+}
+
+}  // namespace cedar::app

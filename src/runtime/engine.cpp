@@ -1,0 +1,89 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "text/dsml.h"
+#include "text/engram_token_map.h"
+
+namespace cedar::runtime {
+
+std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
+  if (opt.model_dir.empty()) throw std::runtime_error("no model directory given");
+  if (!std::filesystem::is_directory(opt.model_dir))
+    throw std::runtime_error("model directory " + opt.model_dir + ": no such directory");
+  std::unique_ptr<Engine> e(new Engine());
+  e->opt_ = opt;
+  const KernelTable& kernels = choose_kernels(opt.kernels);
+  e->ckpt_ = Checkpoint::open(opt.model_dir);
+  const ModelConfig& cfg = e->ckpt_->config();
+
+  const std::string tok_path =
+      opt.tokenizer_path.empty() ? opt.model_dir + "/tokenizer.json" : opt.tokenizer_path;
+  if (!std::filesystem::exists(tok_path))
+    throw std::runtime_error(tok_path + ": missing (the model's tokenizer)");
+  e->tok_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load(tok_path));
+  if (e->tok_->vocab_size() > cfg.vocab_size)
+    throw std::runtime_error(tok_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +
+                             " ids but config.json vocab_size is " +
+                             std::to_string(cfg.vocab_size));
+
+  std::vector<int32_t> token_map;
+  if (!cfg.engram_layer_ids.empty()) token_map = text::build_engram_token_map(*e->tok_).map;
+  e->pool_ = std::make_unique<ThreadPool>(opt.threads);
+  e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map));
+
+  // v41-interface §2.5: stop on EOS; <｜User｜>/<｜Assistant｜> never belong inside an answer,
+  // so they end it too (the `dsv4_multi_eos` safety some V4 servers use).
+  if (cfg.eos_token_id >= 0 && cfg.eos_token_id < cfg.vocab_size)
+    e->stop_ids_.push_back(int32_t(cfg.eos_token_id));
+  for (std::string_view s : {text::kEos, text::kUserTok, text::kAssistantTok})
+    if (auto id = e->tok_->token_to_id(s))
+      if (std::find(e->stop_ids_.begin(), e->stop_ids_.end(), *id) == e->stop_ids_.end())
+        e->stop_ids_.push_back(*id);
+  return e;
+}
+
+Engine::~Engine() = default;
+
+bool Engine::is_stop_token(int32_t id) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
+}
+
+Prompt Engine::render_chat(const text::ChatRequest& req) const {
+  const text::ChatEncoder enc;
+  text::RenderResult r = enc.render(req);
+  Prompt p;
+  p.ids = text::encode_prompt(*tok_, r.segments);
+  p.text = std::move(r.prompt);
+  p.start = r.start;
+  p.thinking = r.thinking;
+  return p;
+}
+
+Prompt Engine::render_request(const text::ojson& body) const {
+  const text::ChatEncoder enc;
+  text::RenderResult r = enc.render_request(body);
+  Prompt p;
+  p.ids = text::encode_prompt(*tok_, r.segments);
+  p.text = std::move(r.prompt);
+  p.start = r.start;
+  p.thinking = r.thinking;
+  return p;
+}
+
+Prompt Engine::encode_raw(std::string_view text, bool add_bos) const {
+  Prompt p;
+  if (add_bos) {
+    if (config().bos_token_id < 0 || config().bos_token_id >= config().vocab_size)
+      throw std::runtime_error("config.json bos_token_id is outside the vocabulary");
+    p.ids.push_back(int32_t(config().bos_token_id));
+  }
+  tok_->encode_append(text, /*allow_special=*/false, &p.ids);
+  p.text = std::string(text);
+  p.start = text::GenerationStart::kContent;
+  return p;
+}
+
+}  // namespace cedar::runtime

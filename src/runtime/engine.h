@@ -1,0 +1,84 @@
+// Engine: one loaded model directory -- the memory-mapped Checkpoint, the tokenizer, the Engram
+// token map, the thread pool and the Transformer over them -- plus prompt helpers (render a chat
+// request with the V4.1 template and tokenize it by the segment contract). The facade that
+// `cedar run`, `cedar bench` and the server share (docs/RUNNING.md).
+//
+// The Transformer is immutable, but its ThreadPool is not reentrant: forward calls on one Engine
+// must not overlap. Callers that share an Engine across threads (the server) take
+// forward_mutex() around each forward call; Generator does so per prefill chunk / decode step,
+// so several generations on one Engine interleave step by step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "forward/kernel_table.h"
+#include "forward/thread_pool.h"
+#include "forward/transformer.h"
+#include "model/checkpoint.h"
+#include "text/chat_encoder.h"
+#include "text/chat_request.h"
+#include "text/tokenizer.h"
+
+namespace cedar::runtime {
+
+struct EngineOptions {
+  std::string model_dir;        // required
+  int threads = 0;              // <= 0: all cores
+  std::string kernels = "ref";  // kernel table name (choose_kernels)
+  std::string tokenizer_path;   // "": <model_dir>/tokenizer.json
+};
+
+// A tokenized prompt and how generation starts after it (for the output parser).
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;  // the rendered prompt (raw prompts: the text itself)
+  text::GenerationStart start = text::GenerationStart::kContent;
+  bool thinking = false;
+};
+
+class Engine {
+ public:
+  // Throws std::runtime_error naming the directory / file / tensor on any problem.
+  static std::unique_ptr<Engine> load(const EngineOptions& opt);
+  ~Engine();
+
+  const EngineOptions& options() const { return opt_; }
+  const ModelConfig& config() const { return ckpt_->config(); }
+  const Checkpoint& checkpoint() const { return *ckpt_; }
+  const text::Tokenizer& tokenizer() const { return *tok_; }
+  const Transformer& model() const { return *model_; }
+  ThreadPool& pool() { return *pool_; }
+  std::mutex& forward_mutex() { return forward_mu_; }
+  int threads() const { return pool_->size(); }
+
+  // Ids that end an assistant turn: eos_token_id (1) and, as optional safety (v41-interface
+  // §2.5, `dsv4_multi_eos`), <｜User｜> and <｜Assistant｜> when the tokenizer has them.
+  const std::vector<int32_t>& stop_token_ids() const { return stop_ids_; }
+  bool is_stop_token(int32_t id) const;
+
+  // Chat request -> prompt ids via the V4.1 template (ChatEncoder + encode_prompt).
+  Prompt render_chat(const text::ChatRequest& req) const;
+  // An OpenAI Chat Completions (or FIM completions) body; throws text::RequestError.
+  Prompt render_request(const text::ojson& body) const;
+  // Plain text tokenized as BPE (added-token strings stay plain text), with BOS prepended
+  // when add_bos.
+  Prompt encode_raw(std::string_view text, bool add_bos = true) const;
+
+ private:
+  Engine() = default;
+
+  EngineOptions opt_;
+  std::unique_ptr<Checkpoint> ckpt_;
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Transformer> model_;
+  std::vector<int32_t> stop_ids_;
+  std::mutex forward_mu_;
+};
+
+}  // namespace cedar::runtime

@@ -1,0 +1,299 @@
+#include "runtime/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "text/dsml.h"
+#include "text/incremental_decoder.h"
+
+namespace cedar::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool cancelled(const GenerationOptions& opt) {
+  return opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
+    case FinishReason::kCancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+// --- StopMatcher -------------------------------------------------------------------------------
+
+StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  for (const auto& s : stops_)
+    if (s.empty()) throw std::runtime_error("stop strings must not be empty");
+}
+
+const std::string& StopMatcher::matched_string() const {
+  static const std::string kNone;
+  return matched_ >= 0 ? stops_[size_t(matched_)] : kNone;
+}
+
+std::string StopMatcher::push(std::string_view text) {
+  if (matched_ >= 0) return {};
+  held_.append(text);
+  // The earliest complete stop string wins (ties: the one listed first).
+  size_t best = std::string::npos;
+  for (size_t i = 0; i < stops_.size(); ++i) {
+    const size_t at = held_.find(stops_[i]);
+    if (at != std::string::npos && at < best) {
+      best = at;
+      matched_ = int(i);
+    }
+  }
+  if (best != std::string::npos) {
+    std::string out = held_.substr(0, best);
+    held_.clear();
+    return out;
+  }
+  // Hold back the longest tail that is a proper prefix of some stop string. held_ is valid UTF-8
+  // and the stop strings are too, so the cut falls on a character boundary.
+  size_t hold = 0;
+  for (const auto& s : stops_) {
+    const size_t max_k = std::min(s.size() - 1, held_.size());
+    for (size_t k = max_k; k > hold; --k)
+      if (held_.compare(held_.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+  }
+  std::string out = held_.substr(0, held_.size() - hold);
+  held_.erase(0, held_.size() - hold);
+  return out;
+}
+
+std::string StopMatcher::finish() {
+  std::string out;
+  out.swap(held_);
+  return out;
+}
+
+// --- Generator ---------------------------------------------------------------------------------
+
+Generator::Generator(Engine& engine, PrefixCacheHook* cache) : engine_(engine), cache_(cache) {}
+
+void Generator::reset() {
+  state_ = SequenceState();
+  tokens_.clear();
+}
+
+void Generator::forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
+                        const GenerationOptions& opt, std::vector<float>* logits) {
+  const int64_t V = engine_.config().vocab_size;
+  if (want_logits) logits->resize(size_t(V));
+  ForwardOptions fo;
+  fo.mode = opt.exact_prefill ? PrefillMode::kExact : PrefillMode::kCed;
+  fo.completes_prompt = completes_prompt;
+  fo.logits = want_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+  std::lock_guard<std::mutex> lk(engine_.forward_mutex());
+  engine_.model().forward(state_, ids, n, int64_t(tokens_.size()), fo,
+                          want_logits ? logits->data() : nullptr);
+  tokens_.insert(tokens_.end(), ids, ids + n);
+}
+
+void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions& opt,
+                        GenerationResult* res, std::vector<float>* logits) {
+  const int64_t T = int64_t(prompt.size());
+  // Session reuse: the state already holds a strict prefix of this prompt (the previous turn).
+  int64_t reused = 0;
+  // A prompt left open by a cancelled CED prefill can only be continued in CED mode.
+  if (!tokens_.empty() && int64_t(tokens_.size()) < T &&
+      state_.n_tokens == int64_t(tokens_.size()) && (!state_.prompt_open() || !opt.exact_prefill) &&
+      std::equal(tokens_.begin(), tokens_.end(), prompt.begin()))
+    reused = int64_t(tokens_.size());
+  if (cache_ != nullptr && opt.use_prefix_cache && reused < T - 1) {
+    SequenceState s = engine_.model().new_state();
+    const int64_t got = cache_->restore(engine_, prompt, T - 1, &s);
+    if (got < 0 || got > T - 1 || (got > 0 && s.n_tokens != got))
+      throw std::runtime_error("prefix cache restored an inconsistent state (" +
+                               std::to_string(got) + " tokens, state holds " +
+                               std::to_string(s.n_tokens) + ")");
+    if (got > reused) {
+      state_ = std::move(s);
+      tokens_.assign(prompt.begin(), prompt.begin() + got);
+      reused = got;
+    }
+  }
+  if (reused == 0) {
+    state_ = engine_.model().new_state();
+    tokens_.clear();
+  }
+  res->usage.cached_tokens = reused;
+
+  const int64_t chunk = std::max<int64_t>(1, opt.prefill_chunk);
+  const int64_t interval = cache_ != nullptr && opt.use_prefix_cache ? cache_->interval() : 0;
+  int64_t pos = reused;
+  while (pos < T) {
+    int64_t end = std::min(T, pos + chunk);
+    if (interval > 0) end = std::min(end, (pos / interval + 1) * interval);
+    const bool last = end == T;
+    // A chunk ending at an interval point completes the prompt so far (CED runs the decoder on
+    // its last <= window rows), because an open CED prompt is not a snapshot (FORWARD.md). This
+    // gives the decoder more context than a one-shot CED prefill, so with an interval the CED
+    // logits may differ slightly from a run without one (exact prefill: identical).
+    const bool at_interval = !last && interval > 0 && end % interval == 0;
+    forward(prompt.data() + pos, int(end - pos), last, last || at_interval, opt, logits);
+    res->prefill_computed += end - pos;
+    pos = end;
+    if (at_interval)
+      cache_->offer(std::span<const int32_t>(tokens_), state_, PrefixCacheHook::Point::kInterval);
+    if (!last && cancelled(opt)) return;
+  }
+  if (cache_ != nullptr && opt.use_prefix_cache)
+    cache_->offer(std::span<const int32_t>(tokens_), state_, PrefixCacheHook::Point::kPromptEnd);
+}
+
+GenerationResult Generator::generate(std::span<const int32_t> prompt, const GenerationOptions& opt,
+                                     const GenerationCallbacks& cb) {
+  const ModelConfig& cfg = engine_.config();
+  const int64_t T = int64_t(prompt.size());
+  if (T == 0) throw std::runtime_error("empty prompt");
+  for (int32_t id : prompt)
+    if (id < 0 || id >= cfg.vocab_size)
+      throw std::runtime_error("prompt token id " + std::to_string(id) +
+                               " is outside the vocabulary (vocab_size " +
+                               std::to_string(cfg.vocab_size) + ")");
+  int64_t ctx = opt.ctx_size > 0                  ? opt.ctx_size
+                : cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings
+                                                  : std::numeric_limits<int64_t>::max();
+  if (T >= ctx)
+    throw std::runtime_error("the prompt has " + std::to_string(T) +
+                             " tokens, which does not fit the context size " + std::to_string(ctx));
+  try {
+    opt.sampling.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("sampling: ") + e.what());
+  }
+  const Sampler sampler(opt.sampling);
+  StopMatcher stops(opt.stop);
+  const int64_t room = ctx - T;
+  const int64_t max_new = opt.max_tokens > 0 ? std::min(opt.max_tokens, room) : room;
+
+  GenerationResult res;
+  res.usage.prompt_tokens = T;
+  std::vector<float> logits;
+  try {
+    const auto t0 = Clock::now();
+    prefill(prompt, opt, &res, &logits);
+    res.prefill_seconds = seconds_since(t0);
+  } catch (...) {
+    reset();  // a failed forward may leave the state half-written
+    throw;
+  }
+
+  text::IncrementalDecoder dec(engine_.tokenizer());
+  text::OutputParser parser(opt.parser);
+  std::vector<text::ParseEvent> events;
+  auto emit = [&](const std::string& s) {
+    if (s.empty()) return;
+    res.text += s;
+    if (opt.parse_output) {
+      events.clear();
+      parser.feed(s, &events);
+      if (cb.on_event)
+        for (const auto& e : events) cb.on_event(e);
+    } else if (cb.on_event) {
+      text::ParseEvent e;
+      e.kind = text::ParseEvent::Kind::kContentDelta;
+      e.text = s;
+      cb.on_event(e);
+    }
+  };
+
+  bool in_reasoning = opt.parse_output && opt.parser.start == text::GenerationStart::kReasoning;
+  std::string raw;  // decoded completion, for spotting the end of the reasoning
+  const auto t1 = Clock::now();
+  bool finished = false;
+  if (int64_t(tokens_.size()) < T) {  // cancelled during prefill
+    res.finish = FinishReason::kCancelled;
+    finished = true;
+  }
+  try {
+    while (!finished) {
+      if (cancelled(opt)) {
+        res.finish = FinishReason::kCancelled;
+        break;
+      }
+      const int64_t pos = int64_t(tokens_.size());
+      const int32_t id = sampler.sample(std::span<const float>(logits), pos);
+      res.tokens.push_back(id);
+      if (cb.on_token) cb.on_token(id);
+      if (in_reasoning) ++res.usage.reasoning_tokens;
+      if (engine_.is_stop_token(id)) {
+        res.finish = FinishReason::kStop;
+        res.stop_token = id;
+        break;
+      }
+      const std::string piece = dec.push(id);
+      if (in_reasoning) {
+        const size_t from =
+            raw.size() >= text::kThinkEnd.size() ? raw.size() - text::kThinkEnd.size() : 0;
+        raw += piece;
+        if (raw.find(text::kThinkEnd, from) != std::string::npos) in_reasoning = false;
+      }
+      emit(stops.push(piece));
+      if (stops.matched()) {
+        res.finish = FinishReason::kStop;
+        break;
+      }
+      if (int64_t(res.tokens.size()) >= max_new) {
+        res.finish = FinishReason::kLength;
+        break;
+      }
+      forward(&id, 1, true, true, opt, &logits);
+      ++res.decode_steps;
+    }
+  } catch (...) {
+    reset();
+    throw;
+  }
+  // Flush the detokenizer's held bytes through the stop matcher, then whatever it held back.
+  if (!stops.matched()) {
+    emit(stops.push(dec.flush()));
+    if (stops.matched())
+      res.finish = FinishReason::kStop;
+    else
+      emit(stops.finish());
+  }
+  res.stop_string = stops.matched_string();
+  if (opt.parse_output) {
+    events.clear();
+    parser.finish(&events);
+    if (cb.on_event)
+      for (const auto& e : events) cb.on_event(e);
+    res.message = parser.message();
+    if (res.finish == FinishReason::kStop && !res.message.tool_calls.empty())
+      res.finish = FinishReason::kToolCalls;
+  } else {
+    res.message.content = res.text;
+  }
+  res.decode_seconds = seconds_since(t1);
+  res.usage.completion_tokens = int64_t(res.tokens.size());
+  if (cache_ != nullptr && opt.use_prefix_cache && int64_t(tokens_.size()) > T)
+    cache_->offer(std::span<const int32_t>(tokens_), state_, PrefixCacheHook::Point::kAnswerEnd);
+  return res;
+}
+
+}  // namespace cedar::runtime

@@ -1,0 +1,146 @@
+// Generator: one generation session over an Engine -- prompt ids in, streamed events out.
+//
+//   prefill   the prompt in chunks (CED by default where the forward supports it), after asking
+//             the optional PrefixCacheHook for the longest cached prefix and reusing the
+//             session's own state when the new prompt extends the tokens it already holds
+//             (multi-turn chat);
+//   decode    sample (Sampler, keyed by absolute position) -> stop on a stop token (EOS and the
+//             turn openers, Engine::stop_token_ids), max_tokens, the context size, a stop string
+//             or the cancel flag;
+//   stream    each token through the UTF-8-safe IncrementalDecoder, then the stop-string
+//             matcher (text that could still become a stop string is held back; the stop string
+//             itself is never emitted), then the OutputParser (reasoning / content / tool-call
+//             events). With parse_output = false the text goes out as content deltas unparsed.
+//
+// Not thread-safe: one Generator per concurrent request (they may share one Engine; each forward
+// call is taken under Engine::forward_mutex()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "state/sequence_state.h"
+#include "text/output_parser.h"
+
+namespace cedar::runtime {
+
+// The seam for a prefix cache (src/runtime/prefix_cache*). All calls come from the generating
+// thread, outside Engine::forward_mutex() (take it yourself if you run the model, e.g. for a
+// bounded replay).
+class PrefixCacheHook {
+ public:
+  enum class Point { kInterval, kPromptEnd, kAnswerEnd };
+  virtual ~PrefixCacheHook() = default;
+
+  // Restores the longest usable cached prefix of ids[0..max_len) into *state (a fresh
+  // Transformer::new_state()) and returns its length, 0 on a miss (state left fresh). On a hit
+  // state->n_tokens must equal the returned length and the state must be ready for forward() at
+  // that position. max_len < ids.size(): the generator always runs at least the last prompt token
+  // to get its logits.
+  virtual int64_t restore(Engine& engine, std::span<const int32_t> ids, int64_t max_len,
+                          SequenceState* state) = 0;
+  // Prefill chunks are cut at multiples of this many tokens and offer(kInterval) is called at
+  // each multiple reached inside the prompt; 0 = never.
+  virtual int64_t interval() const { return 0; }
+  // The state after exactly `ids` (state.n_tokens == ids.size()). kPromptEnd: after the whole
+  // prompt; kAnswerEnd: after prompt + answer (the last sampled token is not in the state, so
+  // ids ends before it). Every offered state is complete (not an open CED prompt): under CED the
+  // chunk ending at an interval point completes the prompt so far (docs/RUNNING.md).
+  virtual void offer(std::span<const int32_t> ids, const SequenceState& state, Point where) = 0;
+};
+
+struct GenerationOptions {
+  SamplingParams sampling;
+  int64_t max_tokens = 256;  // completion tokens (the stop token included); <= 0: until ctx_size
+  int64_t ctx_size = 0;      // prompt + completion limit; <= 0: the model's
+                             // max_position_embeddings (or unbounded if that is 0)
+  std::vector<std::string> stop;  // stop strings, matched on the raw decoded completion text
+  bool exact_prefill = false;     // false: CED prefill (when available), true: every layer on
+                                  // every prompt row
+  int64_t prefill_chunk = 512;    // prompt tokens per forward call
+  bool parse_output = true;       // false: raw text out as kContentDelta, no DSML/think parsing
+  text::ParserOptions parser;     // start state (Prompt::start), tools, tool-call id prefix
+  bool use_prefix_cache = true;   // consult the hook (if any) for this request
+  const std::atomic<bool>* cancel = nullptr;  // checked between forward calls
+};
+
+enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "tool_calls", "cancelled"
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // sampled tokens, the terminating stop token included
+  int64_t reasoning_tokens = 0;   // completion tokens up to and including the one closing
+                                  // the reasoning (</think>), when generation starts in it
+  int64_t cached_tokens = 0;      // prompt tokens not recomputed (prefix cache or session reuse)
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // sampled ids, the stop token included
+  std::string text;             // decoded completion, cut before a matched stop string
+  text::ParsedMessage message;  // the parsed message (parse_output), else content = text
+  FinishReason finish = FinishReason::kStop;
+  std::string stop_string;  // the stop string that matched ("" if none)
+  int32_t stop_token = -1;  // the stop token that ended it (-1 if none)
+  Usage usage;
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t prefill_computed = 0;  // prompt tokens actually run through the model
+  int64_t decode_steps = 0;      // single-token forward calls
+};
+
+struct GenerationCallbacks {
+  std::function<void(const text::ParseEvent&)> on_event;  // reasoning / content / tool calls
+  std::function<void(int32_t id)> on_token;               // every sampled id, in order
+};
+
+class Generator {
+ public:
+  explicit Generator(Engine& engine, PrefixCacheHook* cache = nullptr);
+
+  // Runs one completion of `prompt` (non-empty). Throws std::runtime_error on bad input (empty
+  // prompt, prompt >= ctx_size, id outside the vocabulary) before touching the state.
+  GenerationResult generate(std::span<const int32_t> prompt, const GenerationOptions& opt,
+                            const GenerationCallbacks& cb = {});
+
+  // The tokens the session state holds (prompt + completion minus the last sampled token).
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  const SequenceState& state() const { return state_; }
+  // Drops the session state (the next generate starts cold, or from the prefix cache).
+  void reset();
+
+ private:
+  void prefill(std::span<const int32_t> prompt, const GenerationOptions& opt, GenerationResult* res,
+               std::vector<float>* logits);
+  void forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
+               const GenerationOptions& opt, std::vector<float>* logits);
+
+  Engine& engine_;
+  PrefixCacheHook* cache_;
+  SequenceState state_;
+  std::vector<int32_t> tokens_;
+};
+
+// Streams completion text with stop strings: push() returns the text that can no longer become
+// (part of) a stop string; once a stop string is complete, matched() is true and the text before
+// it has been returned. finish() returns the held-back rest at the end (no match).
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  std::string push(std::string_view text);
+  std::string finish();
+  bool matched() const { return matched_ >= 0; }
+  const std::string& matched_string() const;
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  int matched_ = -1;
+};
+
+}  // namespace cedar::runtime

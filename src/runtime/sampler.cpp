@@ -1,0 +1,166 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace cedar::runtime {
+
+namespace {
+
+// SplitMix64 finaliser: a bijective avalanche mix of 64 bits.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Sort key of steps 2 and 4: larger value first, ties to the lower id, so the order is total
+// and independent of the sort algorithm.
+struct ByValueDesc {
+  const float* z;
+  bool operator()(int32_t a, int32_t b) const {
+    if (z[a] != z[b]) return z[a] > z[b];
+    return a < b;
+  }
+};
+
+void check_row(std::span<const float> logits) {
+  if (logits.empty()) throw std::runtime_error("sampler: empty logits row");
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float v = logits[i];
+    if (std::isnan(v) || v == INFINITY)
+      throw std::runtime_error("sampler: logit of token " + std::to_string(i) + " is " +
+                               (std::isnan(v) ? "NaN" : "+inf"));
+  }
+}
+
+}  // namespace
+
+void SamplingParams::validate() const {
+  if (!std::isfinite(temperature))
+    throw std::invalid_argument("temperature must be a finite number");
+  if (!(top_p > 0.0 && top_p <= 1.0)) throw std::invalid_argument("top_p must be in (0, 1]");
+  if (!(min_p >= 0.0 && min_p <= 1.0)) throw std::invalid_argument("min_p must be in [0, 1]");
+  if (top_k < 0) throw std::invalid_argument("top_k must be >= 0");
+}
+
+double sample_uniform(uint64_t seed, uint64_t position) {
+  // Two rounds so that neighbouring (seed, position) pairs are unrelated.
+  const uint64_t h =
+      mix64(mix64(seed + 0x9e3779b97f4a7c15ULL) ^ (position * 0xd1b54a32d192ed03ULL));
+  return double(h >> 11) * 0x1.0p-53;
+}
+
+int32_t argmax(std::span<const float> logits) {
+  if (logits.empty()) throw std::runtime_error("sampler: empty logits row");
+  size_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best] || std::isnan(logits[best])) best = i;
+  return int32_t(best);
+}
+
+std::vector<Candidate> sampling_candidates(std::span<const float> logits, const SamplingParams& p) {
+  check_row(logits);
+  if (p.greedy()) return {Candidate{argmax(logits), 1.0}};
+  const int32_t n = int32_t(logits.size());
+
+  // 1-2. Temperature does not change the order, so top-k selects on the raw logits.
+  std::vector<int32_t> ids;
+  bool sorted = false;
+  const float* z = logits.data();
+  if (p.top_k > 0 && p.top_k < n) {
+    ids.resize(size_t(n));
+    for (int32_t i = 0; i < n; ++i) ids[size_t(i)] = i;
+    std::partial_sort(ids.begin(), ids.begin() + p.top_k, ids.end(), ByValueDesc{z});
+    ids.resize(size_t(p.top_k));
+    sorted = true;
+  } else {
+    ids.reserve(size_t(n));
+    for (int32_t i = 0; i < n; ++i)
+      if (z[i] != -INFINITY) ids.push_back(i);
+  }
+  // Drop -inf (probability 0) entries top-k may have kept.
+  std::erase_if(ids, [&](int32_t i) { return z[i] == -INFINITY; });
+  if (ids.empty()) throw std::runtime_error("sampler: every logit is -inf");
+
+  // 3. Softmax of z / T over the kept tokens, in double.
+  float zmax = -INFINITY;
+  for (int32_t i : ids) zmax = std::max(zmax, z[i]);
+  std::vector<Candidate> c(ids.size());
+  double total = 0.0;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const double e = std::exp((double(z[ids[k]]) - double(zmax)) / p.temperature);
+    c[k] = Candidate{ids[k], e};
+    total += e;
+  }
+  for (auto& x : c) x.p /= total;
+
+  // 4. Top-p over the sorted distribution (the order of the logits is the order of p).
+  if (p.top_p < 1.0) {
+    auto desc = [&](const Candidate& a, const Candidate& b) { return ByValueDesc{z}(a.id, b.id); };
+    // The kept set is a prefix of the sorted order: sort only a growing head (partial_sort
+    // leaves the head exactly as a full sort would), so a peaked distribution over a 129K
+    // vocabulary costs a partial sort of a few hundred entries.
+    size_t head = sorted ? c.size() : std::min<size_t>(c.size(), 256);
+    if (!sorted) std::partial_sort(c.begin(), c.begin() + ptrdiff_t(head), c.end(), desc);
+    for (;;) {
+      double cum = 0.0;
+      size_t keep = 0;
+      while (keep < head) {
+        cum += c[keep].p;
+        ++keep;
+        if (cum >= p.top_p) break;
+      }
+      if (cum >= p.top_p || head == c.size()) {
+        c.resize(keep);
+        break;
+      }
+      const size_t next = std::min(c.size(), head * 4);
+      std::partial_sort(c.begin() + ptrdiff_t(head), c.begin() + ptrdiff_t(next), c.end(), desc);
+      head = next;
+    }
+    sorted = true;
+  }
+
+  // 5. Min-p relative to the most likely token (renormalisation does not change the ratio).
+  if (p.min_p > 0.0) {
+    double pmax = 0.0;
+    for (const auto& x : c) pmax = std::max(pmax, x.p);
+    const double floor_p = p.min_p * pmax;
+    std::erase_if(c, [&](const Candidate& x) { return x.p < floor_p; });
+  }
+
+  double kept = 0.0;
+  for (const auto& x : c) kept += x.p;
+  for (auto& x : c) x.p /= kept;
+  return c;
+}
+
+int32_t pick_candidate(const std::vector<Candidate>& cands, double u) {
+  if (cands.empty()) throw std::runtime_error("sampler: no candidates");
+  double total = 0.0;
+  for (const auto& x : cands) total += x.p;
+  const double target = u * total;
+  double cum = 0.0;
+  for (const auto& x : cands) {
+    cum += x.p;
+    if (cum > target) return x.id;
+  }
+  // Rounding left u * total at or above the final sum: the last token with mass.
+  for (size_t k = cands.size(); k-- > 0;)
+    if (cands[k].p > 0.0) return cands[k].id;
+  return cands.back().id;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, int64_t position) const {
+  if (p_.greedy()) {
+    check_row(logits);
+    return argmax(logits);
+  }
+  return pick_candidate(sampling_candidates(logits, p_),
+                        sample_uniform(p_.seed, uint64_t(position)));
+}
+
+}  // namespace cedar::runtime

@@ -1,0 +1,70 @@
+// Token sampling over one row of logits: greedy, temperature, top-k, top-p, min-p, with a
+// counter-based random source keyed by (seed, position), so a sample depends only on the logits,
+// the parameters, the seed and the absolute position of the token being chosen -- never on the
+// thread count, batching, chunking or how many samples were drawn before.
+//
+// Pipeline (always in this order; docs/RUNNING.md):
+//   1. temperature   z_i = logit_i / T             (T <= 0: greedy argmax, ties -> lowest id)
+//   2. top-k         keep the k largest z (ties -> lower id first); k <= 0 disables
+//   3. softmax       p_i = exp(z_i - max z) / sum, in double, over the kept tokens
+//   4. top-p         sort by p descending (ties -> lower id), keep the shortest prefix whose
+//                    cumulative mass reaches top_p (at least one token); top_p >= 1 disables
+//   5. min-p         keep tokens with p_i >= min_p * max p; min_p <= 0 disables
+//   6. sample        u = uniform[0,1) from (seed, position); walk the kept tokens in their order
+//                    (sorted when step 2 or 4 sorted them, else ascending id) and return the
+//                    first whose cumulative mass exceeds u * (kept mass)
+// Non-finite logits: -inf is a token of probability 0; NaN or +inf is an error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace cedar::runtime {
+
+struct SamplingParams {
+  double temperature = 1.0;  // <= 0: greedy
+  int top_k = 0;             // <= 0: off; 1 is greedy
+  double top_p = 1.0;        // in (0, 1]; 1: off
+  double min_p = 0.0;        // in [0, 1]; 0: off
+  uint64_t seed = 0;
+
+  bool greedy() const { return temperature <= 0.0 || top_k == 1; }
+  // Throws std::invalid_argument naming the parameter when out of range.
+  void validate() const;
+};
+
+// A token and its probability after the filters (renormalised over the kept tokens).
+struct Candidate {
+  int32_t id = 0;
+  double p = 0.0;
+};
+
+// The uniform [0, 1) number used to sample the token at `position` (53-bit, SplitMix64-style
+// mixing of seed and position: a pure function).
+double sample_uniform(uint64_t seed, uint64_t position);
+
+// Steps 1-5: the kept tokens in walk order with renormalised probabilities. For greedy params
+// this is the single argmax with p = 1. Throws std::runtime_error on NaN/+inf logits or an empty
+// row.
+std::vector<Candidate> sampling_candidates(std::span<const float> logits, const SamplingParams& p);
+
+// Step 6 with an explicit u in [0, 1).
+int32_t pick_candidate(const std::vector<Candidate>& cands, double u);
+
+// Argmax, ties to the lowest id.
+int32_t argmax(std::span<const float> logits);
+
+// The whole pipeline for the token at absolute sequence position `position`.
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams p) : p_(p) { p_.validate(); }
+  const SamplingParams& params() const { return p_; }
+  int32_t sample(std::span<const float> logits, int64_t position) const;
+
+ private:
+  SamplingParams p_;
+};
+
+}  // namespace cedar::runtime

@@ -1,0 +1,389 @@
+#include "server/anthropic_api.h"
+
+#include "server/sse.h"
+
+namespace cedar::server {
+
+namespace {
+
+constexpr const char* kSignature = "cedar-local";  // thinking blocks are not signed
+
+std::string idx(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
+
+const std::string& str_field(const ojson& o, const char* key, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end() || !it->is_string())
+    throw ApiError(400, where + "." + key + ": Field required (a string)", where + "." + key);
+  return it->get_ref<const std::string&>();
+}
+
+// An Anthropic image block -> an OpenAI image_url part.
+ojson image_part(const ojson& b, const std::string& where) {
+  const auto it = b.find("source");
+  if (it == b.end() || !it->is_object())
+    throw ApiError(400, where + ".source: Field required", where + ".source");
+  const ojson& src = *it;
+  const std::string type = src.value("type", "");
+  std::string url;
+  if (type == "base64") {
+    url = "data:" + str_field(src, "media_type", where + ".source") + ";base64," +
+          str_field(src, "data", where + ".source");
+  } else if (type == "url") {
+    url = str_field(src, "url", where + ".source");
+  } else {
+    throw ApiError(400, where + ".source.type must be \"base64\" or \"url\"",
+                   where + ".source.type");
+  }
+  return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
+}
+
+// tool_result content: string or text / image blocks -> OpenAI tool message content.
+ojson tool_result_content(const ojson& b, const std::string& where) {
+  const auto it = b.find("content");
+  if (it == b.end() || it->is_null()) return "";
+  if (it->is_string()) return *it;
+  if (!it->is_array())
+    throw ApiError(400, where + ".content must be a string or an array of blocks",
+                   where + ".content");
+  ojson parts = ojson::array();
+  for (size_t i = 0; i < it->size(); ++i) {
+    const ojson& p = (*it)[i];
+    const std::string w = idx(where + ".content", i);
+    if (!p.is_object()) throw ApiError(400, w + " must be an object", w);
+    const std::string t = p.value("type", "");
+    if (t == "text")
+      parts.push_back({{"type", "text"}, {"text", str_field(p, "text", w)}});
+    else if (t == "image")
+      parts.push_back(image_part(p, w));
+    else
+      throw ApiError(400, w + ".type \"" + t + "\" is not supported in a tool_result", w + ".type");
+  }
+  return parts;
+}
+
+ojson convert_tools(const ojson& tools) {
+  if (!tools.is_array()) throw ApiError(400, "tools must be an array", "tools");
+  ojson out = ojson::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const ojson& t = tools[i];
+    const std::string w = idx("tools", i);
+    if (!t.is_object()) throw ApiError(400, w + " must be an object", w);
+    if (t.contains("type") && t["type"].is_string() && t["type"] != "custom")
+      throw ApiError(400,
+                     w + ".type \"" + t["type"].get<std::string>() +
+                         "\": server tools are not supported; define the tool with name, "
+                         "description and input_schema",
+                     w + ".type");
+    ojson f = ojson::object();
+    f["name"] = str_field(t, "name", w);
+    if (t.contains("description")) f["description"] = t["description"];
+    if (t.contains("input_schema")) f["parameters"] = t["input_schema"];
+    out.push_back({{"type", "function"}, {"function", std::move(f)}});
+  }
+  return out;
+}
+
+ojson convert_tool_choice(const ojson& tc) {
+  if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
+    throw ApiError(400, "tool_choice must be an object with a string \"type\"", "tool_choice");
+  const std::string t = tc["type"].get<std::string>();
+  if (t == "auto") return "auto";
+  if (t == "any") return "required";
+  if (t == "none") return "none";
+  if (t == "tool")
+    return {{"type", "function"}, {"function", {{"name", str_field(tc, "name", "tool_choice")}}}};
+  throw ApiError(400, "tool_choice.type must be \"auto\", \"any\", \"tool\" or \"none\"",
+                 "tool_choice.type");
+}
+
+}  // namespace
+
+ojson anthropic_to_chat(const ojson& body) {
+  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  ojson chat = ojson::object();
+  chat["model"] = body.contains("model") ? body["model"] : ojson();
+  const auto mt = body.find("max_tokens");
+  if (mt == body.end() || mt->is_null())
+    throw ApiError(400, "max_tokens: Field required", "max_tokens");
+  chat["max_tokens"] = *mt;
+  for (const char* k : {"temperature", "top_p", "top_k", "stream", kTestOutputField})
+    if (body.contains(k)) chat[k] = body[k];
+  if (body.contains("stop_sequences")) chat["stop"] = body["stop_sequences"];
+
+  // Thinking: explicit `thinking` wins over output_config.effort.
+  if (const auto it = body.find("thinking"); it != body.end() && !it->is_null()) {
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+      throw ApiError(400, "thinking must be an object {\"type\": \"enabled\" | \"disabled\"}",
+                     "thinking");
+    chat["thinking"] = {{"type", (*it)["type"]}};
+  }
+  if (const auto it = body.find("output_config"); it != body.end() && it->is_object()) {
+    if (const auto e = it->find("effort"); e != it->end() && !e->is_null())
+      chat["reasoning_effort"] = *e;
+  }
+
+  ojson msgs = ojson::array();
+  if (const auto it = body.find("system"); it != body.end() && !it->is_null()) {
+    std::string sys;
+    if (it->is_string()) {
+      sys = it->get<std::string>();
+    } else if (it->is_array()) {
+      for (size_t i = 0; i < it->size(); ++i) {
+        const ojson& b = (*it)[i];
+        const std::string w = idx("system", i);
+        if (!b.is_object() || b.value("type", "") != "text")
+          throw ApiError(400, w + " must be a text block", w);
+        if (!sys.empty()) sys += "\n\n";
+        sys += str_field(b, "text", w);
+      }
+    } else {
+      throw ApiError(400, "system must be a string or an array of text blocks", "system");
+    }
+    msgs.push_back({{"role", "system"}, {"content", sys}});
+  }
+
+  const auto mit = body.find("messages");
+  if (mit == body.end() || !mit->is_array() || mit->empty())
+    throw ApiError(400, "messages: Field required (a non-empty array)", "messages");
+  const ojson& in = *mit;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const ojson& m = in[i];
+    const std::string w = idx("messages", i);
+    if (!m.is_object()) throw ApiError(400, w + " must be an object", w);
+    const std::string role =
+        m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : std::string();
+    if (role != "user" && role != "assistant")
+      throw ApiError(400, w + ".role must be \"user\" or \"assistant\"", w + ".role");
+    const auto cit = m.find("content");
+    if (cit == m.end() || !(cit->is_string() || cit->is_array()))
+      throw ApiError(400, w + ".content must be a string or an array of content blocks",
+                     w + ".content");
+    const bool last = i + 1 == in.size();
+    if (role == "user") {
+      if (cit->is_string()) {
+        msgs.push_back({{"role", "user"}, {"content", *cit}});
+        continue;
+      }
+      // tool_result blocks become tool messages (they answer the previous assistant turn),
+      // the other blocks one user message after them.
+      ojson parts = ojson::array();
+      for (size_t j = 0; j < cit->size(); ++j) {
+        const ojson& b = (*cit)[j];
+        const std::string wb = idx(w + ".content", j);
+        if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+          throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
+        const std::string t = b["type"].get<std::string>();
+        if (t == "text") {
+          parts.push_back({{"type", "text"}, {"text", str_field(b, "text", wb)}});
+        } else if (t == "image") {
+          parts.push_back(image_part(b, wb));
+        } else if (t == "tool_result") {
+          msgs.push_back({{"role", "tool"},
+                          {"tool_call_id", str_field(b, "tool_use_id", wb)},
+                          {"content", tool_result_content(b, wb)}});
+        } else {
+          throw ApiError(400, wb + ".type \"" + t + "\" is not supported in a user message",
+                         wb + ".type");
+        }
+      }
+      if (!parts.empty()) msgs.push_back({{"role", "user"}, {"content", std::move(parts)}});
+      continue;
+    }
+    // assistant
+    ojson a = {{"role", "assistant"}};
+    std::string text, reasoning;
+    bool has_reasoning = false;
+    ojson calls = ojson::array();
+    if (cit->is_string()) {
+      text = cit->get<std::string>();
+    } else {
+      for (size_t j = 0; j < cit->size(); ++j) {
+        const ojson& b = (*cit)[j];
+        const std::string wb = idx(w + ".content", j);
+        if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+          throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
+        const std::string t = b["type"].get<std::string>();
+        if (t == "text") {
+          text += str_field(b, "text", wb);
+        } else if (t == "thinking") {
+          if (has_reasoning) reasoning += "\n\n";
+          reasoning += str_field(b, "thinking", wb);
+          has_reasoning = true;
+        } else if (t == "redacted_thinking") {
+          // opaque to us: nothing to render
+        } else if (t == "tool_use") {
+          const ojson input = b.contains("input") ? b["input"] : ojson::object();
+          if (!input.is_object())
+            throw ApiError(400, wb + ".input must be an object", wb + ".input");
+          calls.push_back(
+              {{"id", str_field(b, "id", wb)},
+               {"type", "function"},
+               {"function",
+                {{"name", str_field(b, "name", wb)}, {"arguments", json_text(input)}}}});
+        } else {
+          throw ApiError(400, wb + ".type \"" + t + "\" is not supported in an assistant message",
+                         wb + ".type");
+        }
+      }
+    }
+    a["content"] = text;
+    if (has_reasoning) a["reasoning_content"] = reasoning;
+    if (!calls.empty()) a["tool_calls"] = std::move(calls);
+    // A trailing assistant message is Anthropic's prefill: the answer continues it.
+    if (last && calls.empty()) a["prefix"] = true;
+    msgs.push_back(std::move(a));
+  }
+  chat["messages"] = std::move(msgs);
+  if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    ojson tools = convert_tools(*it);
+    if (!tools.empty()) chat["tools"] = std::move(tools);
+  }
+  if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
+    ojson tc = convert_tool_choice(*it);
+    // tool_choice without tools: "none"/"auto" are harmless; forced ones fail in the text layer.
+    if (chat.contains("tools") || !tc.is_string()) chat["tool_choice"] = std::move(tc);
+  }
+  return chat;
+}
+
+const char* anthropic_stop_reason(const Outcome& o) {
+  switch (o.finish) {
+    case Finish::kLength:
+      return "max_tokens";
+    case Finish::kToolCalls:
+      return "tool_use";
+    default:
+      return o.stop_sequence.empty() ? "end_turn" : "stop_sequence";
+  }
+}
+
+ojson anthropic_usage(const Usage& u) {
+  ojson j = ojson::object();
+  j["input_tokens"] = u.prompt_tokens - u.cached_tokens;
+  j["cache_creation_input_tokens"] = 0;
+  j["cache_read_input_tokens"] = u.cached_tokens;
+  j["output_tokens"] = u.completion_tokens;
+  return j;
+}
+
+AnthropicFormat::AnthropicFormat(std::string id, std::string model)
+    : id_(std::move(id)), model_(std::move(model)) {}
+
+void AnthropicFormat::open_block(Block b, ojson content_block, std::string* out) {
+  close_block(out);
+  block_ = b;
+  ++index_;
+  *out += sse_event("content_block_start", {{"type", "content_block_start"},
+                                            {"index", index_},
+                                            {"content_block", std::move(content_block)}});
+  if (!pinged_) {
+    pinged_ = true;
+    *out += sse_event("ping", {{"type", "ping"}});
+  }
+}
+
+void AnthropicFormat::close_block(std::string* out) {
+  if (block_ == Block::kNone) return;
+  if (block_ == Block::kThinking)
+    *out += sse_event("content_block_delta",
+                      {{"type", "content_block_delta"},
+                       {"index", index_},
+                       {"delta", {{"type", "signature_delta"}, {"signature", kSignature}}}});
+  *out += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
+  block_ = Block::kNone;
+}
+
+void AnthropicFormat::event(const CompletionEvent& e, const Outcome* outcome, std::string* out) {
+  using K = CompletionEvent::Kind;
+  if (e.kind == K::kDone && outcome && outcome->finish == Finish::kError) {
+    *out += sse_event("error", anthropic_error_body(ApiError(500, outcome->error)));
+    return;
+  }
+  if (!started_) {
+    started_ = true;
+    const Usage& u = e.kind == K::kDone && outcome ? outcome->usage : e.usage;
+    ojson usage = anthropic_usage(u);
+    usage["output_tokens"] = 0;
+    ojson msg = {{"id", id_},
+                 {"type", "message"},
+                 {"role", "assistant"},
+                 {"model", model_},
+                 {"content", ojson::array()},
+                 {"stop_reason", nullptr},
+                 {"stop_sequence", nullptr},
+                 {"usage", usage}};
+    *out += sse_event("message_start", {{"type", "message_start"}, {"message", msg}});
+  }
+  switch (e.kind) {
+    case K::kStarted:
+      break;
+    case K::kReasoning:
+      if (block_ != Block::kThinking)
+        open_block(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}},
+                   out);
+      *out += sse_event("content_block_delta",
+                        {{"type", "content_block_delta"},
+                         {"index", index_},
+                         {"delta", {{"type", "thinking_delta"}, {"thinking", e.text}}}});
+      break;
+    case K::kContent:
+      if (block_ != Block::kText) open_block(Block::kText, {{"type", "text"}, {"text", ""}}, out);
+      *out +=
+          sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                            {"index", index_},
+                                            {"delta", {{"type", "text_delta"}, {"text", e.text}}}});
+      break;
+    case K::kToolBegin:
+      open_block(Block::kToolUse,
+                 {{"type", "tool_use"}, {"id", e.id}, {"name", e.name}, {"input", ojson::object()}},
+                 out);
+      break;
+    case K::kToolArgs:
+      if (block_ == Block::kToolUse)
+        *out += sse_event("content_block_delta",
+                          {{"type", "content_block_delta"},
+                           {"index", index_},
+                           {"delta", {{"type", "input_json_delta"}, {"partial_json", e.text}}}});
+      break;
+    case K::kToolEnd:
+      close_block(out);
+      break;
+    case K::kDone: {
+      close_block(out);
+      if (!outcome) break;
+      ojson delta = {{"stop_reason", anthropic_stop_reason(*outcome)},
+                     {"stop_sequence",
+                      outcome->stop_sequence.empty() ? ojson() : ojson(outcome->stop_sequence)}};
+      *out += sse_event("message_delta", {{"type", "message_delta"},
+                                          {"delta", std::move(delta)},
+                                          {"usage", anthropic_usage(outcome->usage)}});
+      *out += sse_event("message_stop", {{"type", "message_stop"}});
+      break;
+    }
+  }
+}
+
+ojson AnthropicFormat::body(const Outcome& o) const {
+  ojson content = ojson::array();
+  if (o.thinking && !o.reasoning.empty())
+    content.push_back({{"type", "thinking"}, {"thinking", o.reasoning}, {"signature", kSignature}});
+  if (!o.content.empty() || o.tool_calls.empty())
+    content.push_back({{"type", "text"}, {"text", o.content}});
+  for (const auto& c : o.tool_calls) {
+    ojson input = ojson::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+    if (!input.is_object()) input = ojson::object();
+    content.push_back({{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", input}});
+  }
+  ojson b = ojson::object();
+  b["id"] = id_;
+  b["type"] = "message";
+  b["role"] = "assistant";
+  b["model"] = model_;
+  b["content"] = std::move(content);
+  b["stop_reason"] = anthropic_stop_reason(o);
+  b["stop_sequence"] = o.stop_sequence.empty() ? ojson() : ojson(o.stop_sequence);
+  b["usage"] = anthropic_usage(o.usage);
+  return b;
+}
+
+}  // namespace cedar::server

@@ -1,0 +1,132 @@
+#include "server/api_common.h"
+
+#include <chrono>
+#include <random>
+
+#include "text/chat_request.h"
+
+namespace cedar::server {
+
+std::string new_id(std::string_view prefix) {
+  static thread_local std::mt19937_64 rng(
+      std::random_device{}() ^
+      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()));
+  static const char* hex = "0123456789abcdef";
+  std::string s(prefix);
+  for (int i = 0; i < 24; ++i) s += hex[rng() & 15];
+  return s;
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string require_model(const ojson& body) {
+  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
+  const auto it = body.find("model");
+  if (it == body.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
+    throw ApiError(400, "model is required: a non-empty string", "model");
+  return it->get<std::string>();
+}
+
+namespace {
+
+void check_fits(int64_t prompt_tokens, int64_t ctx) {
+  if (prompt_tokens >= ctx)
+    throw ApiError(400,
+                   "This model's maximum context length is " + std::to_string(ctx) +
+                       " tokens. However, your request has " + std::to_string(prompt_tokens) +
+                       " prompt tokens, which leaves no room for a completion. Please "
+                       "reduce the length of the messages.",
+                   "messages");
+}
+
+runtime::SamplingParams sampling_of(const SamplingOptions& s) {
+  runtime::SamplingParams p;
+  p.temperature = s.temperature;
+  p.top_p = s.top_p;
+  p.top_k = s.top_k;
+  p.min_p = s.min_p;
+  // No seed: a fresh one per request (OpenAI semantics); with a seed, reproducible.
+  p.seed =
+      s.seed ? *s.seed : std::random_device{}() * 0x9E3779B97F4A7C15ull + uint64_t(unix_time());
+  return p;
+}
+
+void finish_spec(const ApiContext& ctx, PreparedRequest* r) {
+  const int64_t T = int64_t(r->spec.prompt.size());
+  check_fits(T, ctx.scheduler.ctx_size());
+  // max_tokens larger than what is left of the context is clamped: generation ends with
+  // finish_reason "length" when the context is full (docs/SERVER.md).
+  r->spec.max_tokens = r->opts.max_tokens ? *r->opts.max_tokens : 0;
+  r->spec.sampling = sampling_of(r->opts.sampling);
+  r->spec.setup.stop = r->opts.stop;
+  if (r->opts.test_output) {
+    const auto& tok = ctx.engine.tokenizer();
+    std::vector<int32_t> ids = tok.encode(*r->opts.test_output, /*allow_special=*/true);
+    // The forced completion ends like a sampled one: with EOS unless it ends with a stop token.
+    if (ids.empty() || !ctx.engine.is_stop_token(ids.back()))
+      ids.push_back(ctx.engine.stop_token_ids().at(0));
+    r->spec.forced = std::move(ids);
+  }
+}
+
+}  // namespace
+
+PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
+                             std::string tool_id_prefix, OptionNames names) {
+  PreparedRequest r;
+  r.model = require_model(body);
+  r.id = std::move(id);
+  r.created = unix_time();
+  r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
+  const text::ChatRequest req = text::parse_chat_request(body);
+  runtime::Prompt p;
+  try {
+    p = ctx.engine.render_chat(req);
+  } catch (const text::RequestError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ApiError(400, std::string("cannot encode the messages: ") + e.what(), "messages");
+  }
+  r.thinking = p.start == text::GenerationStart::kReasoning || req.thinking;
+  r.spec.prompt = std::move(p.ids);
+  r.spec.setup.parser.start = p.start;
+  r.spec.setup.parser.tools = req.tools;
+  // DSML is parsed as tool calls only when tools are offered (tool_choice "none" drops them).
+  r.spec.setup.parser.parse_tool_calls = !req.tools.empty();
+  r.spec.setup.parser.id_prefix = std::move(tool_id_prefix);
+  finish_spec(ctx, &r);
+  return r;
+}
+
+PreparedRequest prepare_completion(const ApiContext& ctx, const ojson& body, std::string id) {
+  PreparedRequest r;
+  r.model = require_model(body);
+  r.id = std::move(id);
+  r.created = unix_time();
+  r.opts = parse_request_options(body, ctx.cfg.test_hooks);
+  if (body.contains("messages"))
+    throw ApiError(400,
+                   "/v1/completions takes \"prompt\" (and \"suffix\"), not \"messages\": "
+                   "use /v1/chat/completions",
+                   "messages");
+  if (const auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>())
+    throw ApiError(400, "echo is not supported", "echo");
+  runtime::Prompt p;
+  try {
+    p = ctx.engine.render_request(body);  // FIM layout with a suffix, BOS + prompt without
+  } catch (const text::RequestError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ApiError(400, std::string("cannot encode the prompt: ") + e.what(), "prompt");
+  }
+  r.spec.prompt = std::move(p.ids);
+  r.spec.setup.raw = true;
+  finish_spec(ctx, &r);
+  return r;
+}
+
+}  // namespace cedar::server

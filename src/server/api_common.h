@@ -1,0 +1,73 @@
+// What the three API front ends (OpenAI Chat/Completions, Anthropic Messages, OpenAI Responses)
+// share: the server context, turning a Chat Completions body into a scheduler JobSpec (the
+// Anthropic and Responses front ends first convert their bodies to that shape), ids, and the
+// StreamFormat interface through which each front end writes its own wire format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "runtime/engine.h"
+#include "server/api_error.h"
+#include "server/completion.h"
+#include "server/job.h"
+#include "server/metrics.h"
+#include "server/request_options.h"
+#include "server/scheduler.h"
+
+namespace cedar::server {
+
+struct ServerConfig {
+  std::string model_name = "deepseek-v4-flash";  // GET /v1/models; any requested name is served
+  std::string api_key;                           // "" = no authentication
+  bool test_hooks = false;                       // honour cedar_test_output
+  int keepalive_ms = 2000;                       // SSE keep-alive / non-streaming newline period
+  size_t max_body_bytes = 16u << 20;             // larger request bodies get a 413
+  bool prefix_cache = false;                     // reported by /health
+};
+
+struct ApiContext {
+  runtime::Engine& engine;
+  Scheduler& scheduler;
+  Metrics& metrics;
+  const ServerConfig& cfg;
+};
+
+// A request ready for the scheduler plus what the front end needs to answer it.
+struct PreparedRequest {
+  JobSpec spec;
+  RequestOptions opts;
+  bool thinking = false;
+  std::string id;     // chatcmpl-…, cmpl-…, msg_…, resp_…
+  std::string model;  // the requested model name, echoed back
+  int64_t created = 0;
+};
+
+// prefix + 24 random hex digits.
+std::string new_id(std::string_view prefix);
+int64_t unix_time();
+
+// The "model" field: a non-empty string (400 otherwise).
+std::string require_model(const ojson& body);
+
+// Chat Completions body (possibly converted from another API) -> JobSpec. `tool_id_prefix`:
+// tool-call ids are prefix + index. Throws ApiError / text::RequestError.
+PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
+                             std::string tool_id_prefix, OptionNames names = {});
+// FIM / plain completions body (prompt [+ suffix]) -> JobSpec (raw text out, no parsing).
+PreparedRequest prepare_completion(const ApiContext& ctx, const ojson& body, std::string id);
+
+// One API's wire format for a completion.
+class StreamFormat {
+ public:
+  virtual ~StreamFormat() = default;
+  // Appends the SSE frames for one event to *out. For kDone, `outcome` is the final outcome.
+  virtual void event(const CompletionEvent& e, const Outcome* outcome, std::string* out) = 0;
+  // The non-streaming body of a finished completion.
+  virtual ojson body(const Outcome& o) const = 0;
+  // The error body when generation failed (non-streaming): status 500.
+  virtual ApiFlavor flavor() const { return ApiFlavor::kOpenAI; }
+};
+
+}  // namespace cedar::server

@@ -1,0 +1,332 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "server/anthropic_api.h"
+#include "server/openai_api.h"
+#include "server/responses_api.h"
+#include "server/sse.h"
+
+namespace cedar::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool is_anthropic_path(const std::string& path) {
+  return path.rfind("/anthropic/", 0) == 0 || path.rfind("/v1/messages", 0) == 0;
+}
+
+ApiFlavor flavor_of(const std::string& path) {
+  return is_anthropic_path(path) ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
+}
+
+void send_json(httplib::Response& res, int status, const ojson& body) {
+  res.status = status;
+  res.set_content(json_text(body) + "\n", "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e, ApiFlavor flavor) {
+  send_json(res, e.status(), error_body(e, flavor));
+}
+
+ojson parse_body(const httplib::Request& req) {
+  if (req.body.empty()) throw ApiError(400, "the request body is empty: expected a JSON object");
+  ojson body = ojson::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    // Re-parse for the position of the error (the message users need to fix it).
+    try {
+      const ojson again = ojson::parse(req.body);
+      (void)again;
+    } catch (const ojson::parse_error& e) {
+      throw ApiError(400, std::string("Invalid JSON in the request body: ") + e.what());
+    }
+    throw ApiError(400, "Invalid JSON in the request body");
+  }
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  return body;
+}
+
+bool authorized(const httplib::Request& req, const std::string& key) {
+  if (key.empty()) return true;
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.size() > 7 && (auth.rfind("Bearer ", 0) == 0 || auth.rfind("bearer ", 0) == 0) &&
+      auth.substr(7) == key)
+    return true;
+  return req.get_header_value("x-api-key") == key;
+}
+
+// The response plumbing shared by all generation endpoints.
+struct Streaming {
+  std::shared_ptr<Job> job;
+  std::unique_ptr<StreamFormat> fmt;
+  bool stream = false;
+  bool done = false;
+  std::chrono::milliseconds keepalive{2000};
+  std::vector<CompletionEvent> evs;
+
+  // The next piece of the body: frames (streaming) or, at the end, the JSON body (non-streaming);
+  // a keep-alive when nothing happened for `keepalive`.
+  std::string next() {
+    std::string out;
+    evs.clear();
+    if (!job->wait(&evs, keepalive)) return stream ? sse_comment("keep-alive") : "\n";
+    for (const auto& e : evs) {
+      if (e.kind == CompletionEvent::Kind::kDone) {
+        done = true;
+        const Outcome o = job->outcome();
+        if (stream) {
+          fmt->event(e, &o, &out);
+        } else if (o.finish == Finish::kError) {
+          out += json_text(error_body(ApiError(500, o.error), fmt->flavor())) + "\n";
+        } else {
+          out += json_text(fmt->body(o)) + "\n";
+        }
+        break;
+      }
+      if (stream) fmt->event(e, nullptr, &out);
+    }
+    return out;
+  }
+};
+
+void serve_job(httplib::Response& res, std::shared_ptr<Streaming> st) {
+  if (!st->stream) {
+    // Short completions get an ordinary response (and a 500 status if generation failed);
+    // longer ones switch to a chunked body padded with newlines, which JSON parsers skip, so that
+    // a client that went away is noticed and its job cancelled.
+    const auto until = Clock::now() + st->keepalive;
+    std::vector<CompletionEvent> evs;
+    while (!st->job->finished() && Clock::now() < until)
+      st->job->wait(&evs,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()));
+    if (st->job->finished()) {
+      const Outcome o = st->job->outcome();
+      if (o.finish == Finish::kError)
+        send_error(res, ApiError(500, o.error), st->fmt->flavor());
+      else
+        send_json(res, 200, st->fmt->body(o));
+      return;
+    }
+  } else {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+  }
+  res.status = 200;
+  res.set_chunked_content_provider(
+      st->stream ? "text/event-stream" : "application/json",
+      [st](size_t, httplib::DataSink& sink) {
+        if (st->done) {
+          sink.done();
+          return true;
+        }
+        const std::string out = st->next();
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          st->job->cancel();  // the client went away
+          return false;
+        }
+        if (st->done) sink.done();
+        return true;
+      },
+      [st](bool success) {
+        if (!success || !st->done) st->job->cancel();
+      });
+}
+
+const char* endpoint_name(int e) {
+  static const char* names[] = {"chat", "completions", "responses", "messages"};
+  return names[e];
+}
+
+}  // namespace
+
+HttpServer::HttpServer(runtime::Engine& engine, Scheduler& scheduler, Metrics& metrics,
+                       ServerConfig cfg, int http_threads)
+    : engine_(engine),
+      scheduler_(scheduler),
+      metrics_(metrics),
+      cfg_(std::move(cfg)),
+      ctx_{engine_, scheduler_, metrics_, cfg_},
+      http_(std::make_unique<httplib::Server>()) {
+  const size_t n = size_t(std::max(4, http_threads));
+  http_->new_task_queue = [n] { return new httplib::ThreadPool(n); };
+  http_->set_payload_max_length(cfg_.max_body_bytes);
+  http_->set_read_timeout(30, 0);
+  http_->set_write_timeout(30, 0);
+  routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::bind(const std::string& host, int port) {
+  if (port == 0) {
+    const int p = http_->bind_to_any_port(host);
+    if (p <= 0) throw std::runtime_error("cannot bind " + host + " (any port)");
+    return p;
+  }
+  if (!http_->bind_to_port(host, port))
+    throw std::runtime_error("cannot bind " + host + ":" + std::to_string(port) +
+                             " (in use, or not a local address?)");
+  return port;
+}
+
+bool HttpServer::listen() { return http_->listen_after_bind(); }
+
+void HttpServer::stop() {
+  if (http_) http_->stop();
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *http_;
+  using httplib::Request;
+  using httplib::Response;
+
+  // API key on everything but the health check.
+  s.set_pre_routing_handler([this](const Request& req, Response& res) {
+    if (req.path == "/health" || authorized(req, cfg_.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res,
+               ApiError(401,
+                        "Authentication Fails: a valid API key is required (Authorization: Bearer "
+                        "<key> or x-api-key: <key>)"),
+               flavor_of(req.path));
+    metrics_.request_done("auth", 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors httplib produces itself (no route, body too large, bad request line) get JSON bodies.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string msg;
+        switch (res.status) {
+          case 404:
+            msg = "Not found: " + req.method + " " + req.path;
+            break;
+          case 413:
+            msg = "Request body too large: the limit is " + std::to_string(cfg_.max_body_bytes) +
+                  " bytes";
+            break;
+          default:
+            msg = "HTTP error " + std::to_string(res.status);
+        }
+        send_error(res, ApiError(res.status, msg), flavor_of(req.path));
+        metrics_.request_done("other", res.status);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
+    std::string msg = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      msg += std::string(": ") + e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, msg), flavor_of(req.path));
+  });
+
+  s.Get("/health", [this](const Request&, Response& res) {
+    send_json(res, 200,
+              {{"status", "ok"},
+               {"model", cfg_.model_name},
+               {"active", scheduler_.active()},
+               {"queued", scheduler_.queued()},
+               {"ctx_size", scheduler_.ctx_size()},
+               {"prefix_cache", cfg_.prefix_cache}});
+  });
+  s.Get("/metrics", [this](const Request&, Response& res) {
+    metrics_.set_queue(scheduler_.queued(), scheduler_.active());
+    res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
+  });
+  for (const char* p : {"/v1/models", "/models"})
+    s.Get(p, [this](const Request&, Response& res) {
+      send_json(res, 200, models_body(cfg_.model_name));
+    });
+
+  auto generation = [this](Endpoint ep) {
+    return [this, ep](const Request& req, Response& res) {
+      const ApiFlavor flavor =
+          ep == Endpoint::kAnthropic ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
+      try {
+        const ojson body = parse_body(req);
+        auto st = std::make_shared<Streaming>();
+        st->keepalive = std::chrono::milliseconds(std::max(50, cfg_.keepalive_ms));
+        PreparedRequest p;
+        switch (ep) {
+          case Endpoint::kChat: {
+            const std::string id = new_id("chatcmpl-");
+            p = prepare_chat(ctx_, body, id, "call_" + id.substr(9) + "_");
+            st->fmt = std::make_unique<ChatCompletionFormat>(
+                p.id, p.model, p.created,
+                p.spec.setup.parser.start == text::GenerationStart::kReasoning,
+                p.opts.include_usage);
+            break;
+          }
+          case Endpoint::kCompletion:
+            p = prepare_completion(ctx_, body, new_id("cmpl-"));
+            st->fmt =
+                std::make_unique<CompletionFormat>(p.id, p.model, p.created, p.opts.include_usage);
+            break;
+          case Endpoint::kResponses: {
+            const std::string id = new_id("resp_");
+            p = prepare_chat(ctx_, responses_to_chat(body), id, "call_" + id.substr(5) + "_");
+            st->fmt = std::make_unique<ResponsesFormat>(p.id, p.model, p.created, body);
+            break;
+          }
+          case Endpoint::kAnthropic: {
+            const std::string id = new_id("msg_");
+            p = prepare_chat(ctx_, anthropic_to_chat(body), id, "toolu_" + id.substr(4) + "_");
+            st->fmt = std::make_unique<AnthropicFormat>(p.id, p.model);
+            break;
+          }
+        }
+        st->stream = p.opts.stream;
+        st->job = std::make_shared<Job>(std::move(p.spec));
+        scheduler_.submit(st->job);
+        serve_job(res, st);
+      } catch (const ApiError& e) {
+        send_error(res, e, flavor);
+      } catch (const text::RequestError& e) {
+        send_error(res, ApiError::from(e), flavor);
+      } catch (const std::exception& e) {
+        send_error(res, ApiError(500, std::string("internal error: ") + e.what()), flavor);
+      }
+      metrics_.request_done(endpoint_name(int(ep)), res.status);
+    };
+  };
+  for (const char* p : {"/v1/chat/completions", "/chat/completions", "/beta/chat/completions",
+                        "/beta/v1/chat/completions"})
+    s.Post(p, generation(Endpoint::kChat));
+  for (const char* p :
+       {"/v1/completions", "/completions", "/beta/completions", "/beta/v1/completions"})
+    s.Post(p, generation(Endpoint::kCompletion));
+  for (const char* p : {"/v1/responses", "/responses"}) s.Post(p, generation(Endpoint::kResponses));
+  for (const char* p : {"/anthropic/v1/messages", "/v1/messages"})
+    s.Post(p, generation(Endpoint::kAnthropic));
+
+  auto count_tokens = [this](const Request& req, Response& res) {
+    try {
+      const ojson body = parse_body(req);
+      ojson b = body;
+      if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not needed to count
+      ojson chat = anthropic_to_chat(b);
+      (void)require_model(chat);
+      const runtime::Prompt p = engine_.render_chat(text::parse_chat_request(chat));
+      send_json(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
+    } catch (const ApiError& e) {
+      send_error(res, e, ApiFlavor::kAnthropic);
+    } catch (const text::RequestError& e) {
+      send_error(res, ApiError::from(e), ApiFlavor::kAnthropic);
+    } catch (const std::exception& e) {
+      send_error(res, ApiError(400, std::string("cannot count tokens: ") + e.what()),
+                 ApiFlavor::kAnthropic);
+    }
+    metrics_.request_done("count_tokens", res.status);
+  };
+  for (const char* p : {"/anthropic/v1/messages/count_tokens", "/v1/messages/count_tokens"})
+    s.Post(p, count_tokens);
+}
+
+}  // namespace cedar::server

@@ -1,0 +1,64 @@
+// Job: one admitted generation request, shared between the HTTP thread that answers the client
+// and the scheduler slot that runs it. The slot pushes CompletionEvents; the HTTP thread waits
+// for them (with a timeout, to send keep-alives) and may cancel (client gone).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "server/completion.h"
+
+namespace cedar::server {
+
+struct JobSpec {
+  std::vector<int32_t> prompt;
+  CompletionSetup setup;
+  runtime::SamplingParams sampling;
+  int64_t max_tokens = 0;  // <= 0: until the context is full
+  // Test hook (--enable-test-hooks): the completion the sampler is forced to produce. The
+  // prompt is still prefilled by the model; then these ids are emitted instead of samples.
+  std::optional<std::vector<int32_t>> forced;
+};
+
+class Job {
+ public:
+  explicit Job(JobSpec spec) : spec_(std::move(spec)) {}
+  const JobSpec& spec() const { return spec_; }
+
+  // Client side: stop generating (disconnect). Idempotent.
+  void cancel() {
+    client_cancelled_ = true;
+    halt_ = true;
+  }
+  bool client_cancelled() const { return client_cancelled_; }
+  // The flag the generator polls: set by cancel() or when a stop sequence ended the answer.
+  std::atomic<bool>& halt_flag() { return halt_; }
+
+  // Slot side.
+  void push(std::vector<CompletionEvent>* events);  // moves them out, clears *events
+  void done(Outcome outcome);
+
+  // Client side: waits until events or the outcome are available or `timeout` passes; moves the
+  // events into *out. Returns false on timeout with nothing new.
+  bool wait(std::vector<CompletionEvent>* out, std::chrono::milliseconds timeout);
+  bool finished() const;
+  Outcome outcome() const;  // meaningful once finished()
+
+ private:
+  JobSpec spec_;
+  std::atomic<bool> halt_{false};
+  std::atomic<bool> client_cancelled_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<CompletionEvent> queue_;
+  bool finished_ = false;
+  Outcome outcome_;
+};
+
+}  // namespace cedar::server

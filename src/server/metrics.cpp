@@ -1,0 +1,76 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace cedar::server {
+
+void Metrics::request_done(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lk(mu_);
+  requests_[{endpoint, status}]++;
+}
+
+void Metrics::add_prompt(int64_t prompt_tokens, int64_t cached_tokens) {
+  prompt_tokens_ += prompt_tokens;
+  cached_tokens_ += cached_tokens;
+}
+
+void Metrics::add_completion_tokens(int64_t n) {
+  completion_tokens_ += n;
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lk(mu_);
+  recent_.emplace_back(now, n);
+  // Keep a minute of history at most.
+  while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(60))
+    recent_.pop_front();
+}
+
+double Metrics::decode_rate(double window_seconds) const {
+  const auto now = Clock::now();
+  const auto from = now - std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(window_seconds));
+  std::lock_guard<std::mutex> lk(mu_);
+  int64_t n = 0;
+  for (const auto& [t, k] : recent_)
+    if (t >= from) n += k;
+  return double(n) / window_seconds;
+}
+
+std::string Metrics::prometheus() const {
+  std::string s;
+  char line[512];
+  s += "# HELP cedar_requests_total HTTP requests answered, by endpoint and status.\n";
+  s += "# TYPE cedar_requests_total counter\n";
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [key, n] : requests_) {
+      std::snprintf(line, sizeof line, "cedar_requests_total{endpoint=\"%s\",status=\"%d\"} %lld\n",
+                    key.first.c_str(), key.second, static_cast<long long>(n));
+      s += line;
+    }
+  }
+  auto counter = [&](const char* name, const char* help, int64_t v) {
+    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s counter\n%s %lld\n", name, help, name,
+                  name, static_cast<long long>(v));
+    s += line;
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name,
+                  name, v);
+    s += line;
+  };
+  counter("cedar_prompt_tokens_total", "Prompt tokens of admitted requests.", prompt_tokens_);
+  counter("cedar_prompt_cache_hit_tokens_total",
+          "Prompt tokens reused from the prefix cache or a slot's session state.", cached_tokens_);
+  counter("cedar_prompt_cache_miss_tokens_total", "Prompt tokens computed.",
+          prompt_tokens_ - cached_tokens_);
+  counter("cedar_completion_tokens_total", "Generated tokens.", completion_tokens_);
+  counter("cedar_requests_cancelled_total", "Generations cancelled by a client disconnect.",
+          cancelled_);
+  gauge("cedar_requests_queued", "Requests waiting for a slot.", queued_);
+  gauge("cedar_requests_active", "Requests being generated.", active_);
+  gauge("cedar_decode_tokens_per_second", "Generated tokens per second over the last 10 s.",
+        decode_rate(10.0));
+  return s;
+}
+
+}  // namespace cedar::server

@@ -1,0 +1,44 @@
+// Server counters, exported as Prometheus text on GET /metrics: requests by status, tokens
+// (prompt, cached, computed, completion), cancellations, queue and active gauges, and the
+// aggregate decode rate over a sliding window.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace cedar::server {
+
+class Metrics {
+ public:
+  void request_done(const std::string& endpoint, int status);
+  void add_prompt(int64_t prompt_tokens, int64_t cached_tokens);
+  void add_completion_tokens(int64_t n);  // also feeds the decode-rate window
+  void add_cancelled() { cancelled_++; }
+  void set_queue(int queued, int active) {
+    queued_ = queued;
+    active_ = active;
+  }
+
+  // Completion tokens per second over the last `window` seconds.
+  double decode_rate(double window_seconds = 10.0) const;
+  std::string prometheus() const;
+
+  int64_t completion_tokens() const { return completion_tokens_; }
+  int64_t cached_tokens() const { return cached_tokens_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> requests_;   // (endpoint, status) -> count
+  std::deque<std::pair<Clock::time_point, int64_t>> recent_;  // (time, tokens) for the rate
+  std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, completion_tokens_{0};
+  std::atomic<int64_t> cancelled_{0};
+  std::atomic<int> queued_{0}, active_{0};
+};
+
+}  // namespace cedar::server

@@ -1,0 +1,203 @@
+#include "server/openai_api.h"
+
+#include "server/sse.h"
+
+namespace cedar::server {
+
+namespace {
+constexpr const char* kFingerprint = "fp_cedar";
+}
+
+ojson openai_message(const Outcome& o) {
+  ojson m = ojson::object();
+  m["role"] = "assistant";
+  m["content"] = (o.content.empty() && !o.tool_calls.empty()) ? ojson() : ojson(o.content);
+  if (o.thinking) m["reasoning_content"] = o.reasoning;
+  if (!o.tool_calls.empty()) {
+    ojson calls = ojson::array();
+    for (const auto& c : o.tool_calls)
+      calls.push_back({{"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
+std::string openai_stream_error(const std::string& message) {
+  return sse_data(openai_error_body(ApiError(500, message))) + std::string(kSseDone);
+}
+
+// --- Chat Completions --------------------------------------------------------------------------
+
+ChatCompletionFormat::ChatCompletionFormat(std::string id, std::string model, int64_t created,
+                                           bool thinking, bool include_usage)
+    : id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created),
+      thinking_(thinking),
+      include_usage_(include_usage) {}
+
+ojson ChatCompletionFormat::chunk(ojson delta, const char* finish_reason) const {
+  ojson c = ojson::object();
+  c["id"] = id_;
+  c["object"] = "chat.completion.chunk";
+  c["created"] = created_;
+  c["model"] = model_;
+  c["system_fingerprint"] = kFingerprint;
+  ojson choice = ojson::object();
+  choice["index"] = 0;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason ? ojson(finish_reason) : ojson();
+  c["choices"] = ojson::array({std::move(choice)});
+  // include_usage: every chunk has "usage", null except on the last (§5.4).
+  if (include_usage_) c["usage"] = nullptr;
+  return c;
+}
+
+void ChatCompletionFormat::open(std::string* out) {
+  if (opened_) return;
+  opened_ = true;
+  ojson d = ojson::object();
+  d["role"] = "assistant";
+  d["content"] = thinking_ ? ojson() : ojson("");
+  if (thinking_) d["reasoning_content"] = "";
+  *out += sse_data(chunk(std::move(d), nullptr));
+}
+
+void ChatCompletionFormat::event(const CompletionEvent& e, const Outcome* outcome,
+                                 std::string* out) {
+  using K = CompletionEvent::Kind;
+  if (e.kind != K::kDone || (outcome && outcome->finish != Finish::kError)) open(out);
+  switch (e.kind) {
+    case K::kStarted:
+    case K::kToolEnd:
+      break;
+    case K::kReasoning: {
+      ojson d = ojson::object();
+      d["content"] = nullptr;
+      d["reasoning_content"] = e.text;
+      *out += sse_data(chunk(std::move(d), nullptr));
+      break;
+    }
+    case K::kContent: {
+      ojson d = ojson::object();
+      d["content"] = e.text;
+      if (thinking_) d["reasoning_content"] = nullptr;
+      *out += sse_data(chunk(std::move(d), nullptr));
+      break;
+    }
+    case K::kToolBegin: {
+      ojson call = {{"index", e.index},
+                    {"id", e.id},
+                    {"type", "function"},
+                    {"function", {{"name", e.name}, {"arguments", ""}}}};
+      *out += sse_data(chunk({{"tool_calls", ojson::array({call})}}, nullptr));
+      break;
+    }
+    case K::kToolArgs: {
+      ojson call = {{"index", e.index}, {"function", {{"arguments", e.text}}}};
+      *out += sse_data(chunk({{"tool_calls", ojson::array({call})}}, nullptr));
+      break;
+    }
+    case K::kDone: {
+      if (!outcome) break;
+      if (outcome->finish == Finish::kError) {
+        *out += openai_stream_error(outcome->error);
+        break;
+      }
+      ojson d = ojson::object();
+      d["content"] = "";
+      if (thinking_) d["reasoning_content"] = nullptr;
+      ojson c = chunk(std::move(d), openai_finish_reason(outcome->finish));
+      c["usage"] = outcome->usage.openai();  // the last chunk always carries usage
+      *out += sse_data(c);
+      *out += kSseDone;
+      break;
+    }
+  }
+}
+
+ojson ChatCompletionFormat::body(const Outcome& o) const {
+  ojson b = ojson::object();
+  b["id"] = id_;
+  b["object"] = "chat.completion";
+  b["created"] = created_;
+  b["model"] = model_;
+  b["system_fingerprint"] = kFingerprint;
+  ojson choice = ojson::object();
+  choice["index"] = 0;
+  choice["message"] = openai_message(o);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = openai_finish_reason(o.finish);
+  b["choices"] = ojson::array({std::move(choice)});
+  b["usage"] = o.usage.openai();
+  return b;
+}
+
+// --- Completions (FIM) -------------------------------------------------------------------------
+
+CompletionFormat::CompletionFormat(std::string id, std::string model, int64_t created,
+                                   bool include_usage)
+    : id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created),
+      include_usage_(include_usage) {}
+
+ojson CompletionFormat::chunk(const std::string& text, const char* finish_reason) const {
+  ojson c = ojson::object();
+  c["id"] = id_;
+  c["object"] = "text_completion";
+  c["created"] = created_;
+  c["model"] = model_;
+  c["system_fingerprint"] = kFingerprint;
+  ojson choice = ojson::object();
+  choice["text"] = text;
+  choice["index"] = 0;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason ? ojson(finish_reason) : ojson();
+  c["choices"] = ojson::array({std::move(choice)});
+  if (include_usage_) c["usage"] = nullptr;
+  return c;
+}
+
+void CompletionFormat::event(const CompletionEvent& e, const Outcome* outcome, std::string* out) {
+  using K = CompletionEvent::Kind;
+  if (e.kind == K::kContent) {
+    *out += sse_data(chunk(e.text, nullptr));
+  } else if (e.kind == K::kDone && outcome) {
+    if (outcome->finish == Finish::kError) {
+      *out += openai_stream_error(outcome->error);
+      return;
+    }
+    ojson c = chunk("", openai_finish_reason(outcome->finish));
+    c["usage"] = outcome->usage.openai();
+    *out += sse_data(c);
+    *out += kSseDone;
+  }
+}
+
+ojson CompletionFormat::body(const Outcome& o) const {
+  ojson b = ojson::object();
+  b["id"] = id_;
+  b["object"] = "text_completion";
+  b["created"] = created_;
+  b["model"] = model_;
+  b["system_fingerprint"] = kFingerprint;
+  ojson choice = ojson::object();
+  choice["text"] = o.content;
+  choice["index"] = 0;
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = openai_finish_reason(o.finish);
+  b["choices"] = ojson::array({std::move(choice)});
+  b["usage"] = o.usage.openai();
+  return b;
+}
+
+ojson models_body(const std::string& model_name) {
+  ojson m = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "deepseek"}};
+  return {{"object", "list"}, {"data", ojson::array({m})}};
+}
+
+}  // namespace cedar::server

@@ -1,0 +1,339 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "server/api_error.h"
+#include "text/incremental_decoder.h"
+
+namespace cedar::server {
+
+// --- TurnGate ----------------------------------------------------------------------------------
+
+void TurnGate::acquire() {
+  std::unique_lock<std::mutex> lk(mu_);
+  const uint64_t t = next_++;
+  cv_.wait(lk, [&] { return serving_ == t; });
+}
+
+void TurnGate::release() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++serving_;
+  }
+  cv_.notify_all();
+}
+
+void TurnGate::yield() {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (next_ == serving_ + 1) return;  // nobody is waiting: keep the turn
+  ++serving_;
+  const uint64_t t = next_++;
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return serving_ == t; });
+}
+
+namespace {
+
+struct GateHold {
+  explicit GateHold(TurnGate& g) : gate(g) { gate.acquire(); }
+  ~GateHold() { gate.release(); }
+  TurnGate& gate;
+};
+
+}  // namespace
+
+// --- The prefix-cache wrapper that also cuts prefills into turns -------------------------------
+
+// The generator cuts its prefill at multiples of interval() and calls offer(kInterval) there:
+// this wrapper reports an interval that divides both the real cache's interval and the turn
+// size, passes offers through at the cache's own multiples, and yields the gate at every cut.
+class Scheduler::ChunkHook : public runtime::PrefixCacheHook {
+ public:
+  ChunkHook(runtime::PrefixCacheHook* inner, TurnGate* gate, int64_t chunk)
+      : inner_(inner), gate_(gate), chunk_(std::max<int64_t>(1, chunk)) {}
+
+  int64_t restore(runtime::Engine& engine, std::span<const int32_t> ids, int64_t max_len,
+                  SequenceState* state) override {
+    last_restore = inner_ ? inner_->restore(engine, ids, max_len, state) : 0;
+    return last_restore;
+  }
+  int64_t interval() const override {
+    const int64_t iv = inner_ ? inner_->interval() : 0;
+    return iv > 0 ? std::gcd(iv, chunk_) : chunk_;
+  }
+  void offer(std::span<const int32_t> ids, const SequenceState& state, Point where) override {
+    if (where == Point::kInterval) {
+      const int64_t iv = inner_ ? inner_->interval() : 0;
+      if (iv > 0 && int64_t(ids.size()) % iv == 0) inner_->offer(ids, state, where);
+      gate_->yield();
+    } else if (inner_) {
+      inner_->offer(ids, state, where);
+    }
+  }
+
+  int64_t last_restore = 0;
+
+ private:
+  runtime::PrefixCacheHook* inner_;
+  TurnGate* gate_;
+  int64_t chunk_;
+};
+
+struct Scheduler::Slot {
+  int index = 0;
+  std::unique_ptr<ChunkHook> hook;
+  std::unique_ptr<runtime::Generator> gen;
+  std::shared_ptr<Job> job;     // assigned job (guarded by Scheduler::mu_)
+  std::vector<int32_t> tokens;  // the generator's tokens while idle (guarded by mu_)
+  std::condition_variable cv;
+  std::thread thread;
+};
+
+// --- Scheduler ---------------------------------------------------------------------------------
+
+Scheduler::Scheduler(runtime::Engine& engine, runtime::PrefixCacheHook* cache, SchedulerOptions opt,
+                     Metrics* metrics)
+    : engine_(engine), cache_(cache), opt_(opt), metrics_(metrics) {
+  const int64_t model_ctx = engine.config().max_position_embeddings;
+  ctx_ = opt_.ctx_size > 0 ? opt_.ctx_size
+         : model_ctx > 0   ? model_ctx
+                           : std::numeric_limits<int32_t>::max();
+  if (model_ctx > 0) ctx_ = std::min(ctx_, model_ctx);
+  if (const auto id = engine.tokenizer().token_to_id(text::kThinkEnd)) think_end_id_ = *id;
+  const int n = std::max(1, opt_.parallel);
+  for (int i = 0; i < n; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->index = i;
+    s->hook = std::make_unique<ChunkHook>(cache_, &gate_, opt_.prefill_chunk);
+    s->gen = std::make_unique<runtime::Generator>(engine_, s->hook.get());
+    slots_.push_back(std::move(s));
+  }
+  for (auto& s : slots_) s->thread = std::thread([this, p = s.get()] { slot_loop(p); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+int Scheduler::queued() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return int(queue_.size());
+}
+
+int Scheduler::active() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return active_;
+}
+
+void Scheduler::submit(std::shared_ptr<Job> job) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (stopping_) throw ApiError(503, "the server is shutting down");
+  if (int(queue_.size()) >= opt_.max_queue)
+    throw ApiError(503, "the server is overloaded: " + std::to_string(queue_.size()) +
+                            " requests are waiting; retry later");
+  queue_.push_back(std::move(job));
+  dispatch_locked();
+  if (metrics_) metrics_->set_queue(int(queue_.size()), active_);
+}
+
+void Scheduler::dispatch_locked() {
+  while (!queue_.empty()) {
+    // The idle slot whose session shares the longest prefix with the prompt (reused state).
+    const auto& prompt = queue_.front()->spec().prompt;
+    Slot* best = nullptr;
+    size_t best_len = 0;
+    for (auto& s : slots_) {
+      if (s->job) continue;
+      const size_t n = std::min(s->tokens.size(), prompt.size());
+      const size_t len =
+          size_t(std::mismatch(s->tokens.begin(), s->tokens.begin() + n, prompt.begin()).first -
+                 s->tokens.begin());
+      if (!best || len > best_len) {
+        best = s.get();
+        best_len = len;
+      }
+    }
+    if (!best) return;
+    best->job = std::move(queue_.front());
+    queue_.pop_front();
+    ++active_;
+    best->cv.notify_one();
+  }
+}
+
+void Scheduler::slot_loop(Slot* slot) {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      slot->cv.wait(lk, [&] { return slot->job != nullptr || stopping_; });
+      if (!slot->job) return;  // stopping and nothing assigned
+      job = slot->job;
+    }
+    Outcome outcome = run(slot, *job);
+    {
+      // Free the slot before the client hears that the job is done, so that its next turn can
+      // already be dispatched here and reuse the state.
+      std::lock_guard<std::mutex> lk(mu_);
+      slot->tokens = slot->gen->tokens();
+      slot->job.reset();
+      --active_;
+      dispatch_locked();
+      if (metrics_) metrics_->set_queue(int(queue_.size()), active_);
+    }
+    job->done(std::move(outcome));
+  }
+}
+
+Outcome Scheduler::run(Slot* slot, Job& job) {
+  const JobSpec& spec = job.spec();
+  CompletionPipeline pipe(spec.setup);
+  std::vector<CompletionEvent> evs;
+  const int64_t T = int64_t(spec.prompt.size());
+  Usage usage;
+  usage.prompt_tokens = T;
+
+  auto finish = [&](Finish f, const std::string& error) {
+    pipe.finish(f, &evs);
+    job.push(&evs);
+    Outcome o = pipe.outcome();
+    if (!error.empty()) {
+      o.finish = Finish::kError;
+      o.error = error;
+    }
+    o.usage.prompt_tokens = usage.prompt_tokens;
+    o.usage.cached_tokens = usage.cached_tokens;
+    if (metrics_) {
+      metrics_->add_prompt(usage.prompt_tokens, usage.cached_tokens);
+      if (job.client_cancelled()) metrics_->add_cancelled();
+    }
+    return o;
+  };
+  if (job.halt_flag()) return finish(Finish::kCancelled, {});  // the client left while queued
+
+  runtime::Generator& gen = *slot->gen;
+  // What the generator will reuse of its own session (its rule, Generator::prefill).
+  const auto& held = gen.tokens();
+  int64_t session = 0;
+  if (!held.empty() && int64_t(held.size()) < T && gen.state().n_tokens == int64_t(held.size()) &&
+      std::equal(held.begin(), held.end(), spec.prompt.begin()))
+    session = int64_t(held.size());
+  slot->hook->last_restore = 0;
+
+  runtime::GenerationOptions opt;
+  opt.sampling = spec.sampling;
+  opt.max_tokens = spec.forced ? 1 : spec.max_tokens;
+  opt.ctx_size = ctx_;
+  opt.prefill_chunk = std::max<int64_t>(1, opt_.prefill_chunk);
+  opt.parse_output = false;  // the pipeline parses (answer-only stop strings, test hook)
+  opt.cancel = &job.halt_flag();
+
+  bool started = false;
+  auto start = [&] {
+    if (started) return;
+    started = true;
+    CompletionEvent e;
+    e.kind = CompletionEvent::Kind::kStarted;
+    e.usage.prompt_tokens = T;
+    e.usage.cached_tokens = std::max(session, slot->hook->last_restore);
+    evs.push_back(std::move(e));
+    job.push(&evs);
+  };
+  runtime::GenerationCallbacks cb;
+  cb.on_token = [&](int32_t id) {
+    start();
+    if (spec.forced) return;  // the prefill's sample is replaced by the forced ids
+    pipe.on_token(id, think_end_id_);
+    if (metrics_) metrics_->add_completion_tokens(1);
+    gate_.yield();  // one decode token per active request per round
+  };
+  cb.on_event = [&](const text::ParseEvent& e) {
+    if (spec.forced) return;
+    if (pipe.on_text(e.text, &evs)) job.halt_flag() = true;  // stop sequence: end it
+    job.push(&evs);
+  };
+
+  Finish fin = Finish::kStop;
+  try {
+    GateHold hold(gate_);
+    const runtime::GenerationResult res = gen.generate(spec.prompt, opt, cb);
+    usage.prompt_tokens = res.usage.prompt_tokens;
+    usage.cached_tokens = res.usage.cached_tokens;
+    switch (res.finish) {
+      case runtime::FinishReason::kStop:
+      case runtime::FinishReason::kToolCalls:
+        fin = Finish::kStop;
+        break;
+      case runtime::FinishReason::kLength:
+        fin = Finish::kLength;
+        break;
+      case runtime::FinishReason::kCancelled:
+        fin = pipe.stopped() ? Finish::kStop : Finish::kCancelled;
+        break;
+    }
+    if (spec.forced && res.finish != runtime::FinishReason::kCancelled) {
+      start();
+      // Test hook: emit the forced ids as if sampled (same limits and pipeline, no forward).
+      text::IncrementalDecoder dec(engine_.tokenizer());
+      const int64_t room = ctx_ - T;
+      const int64_t limit = spec.max_tokens > 0 ? std::min(spec.max_tokens, room) : room;
+      int64_t n = 0;
+      fin = Finish::kStop;
+      bool ended = false;
+      for (const int32_t id : *spec.forced) {
+        if (job.halt_flag()) {
+          fin = pipe.stopped() ? Finish::kStop : Finish::kCancelled;
+          ended = true;
+          break;
+        }
+        if (n >= limit) {
+          fin = Finish::kLength;
+          ended = true;
+          break;
+        }
+        pipe.on_token(id, think_end_id_);
+        ++n;
+        if (metrics_) metrics_->add_completion_tokens(1);
+        if (engine_.is_stop_token(id)) {
+          ended = true;
+          break;
+        }
+        if (pipe.on_text(dec.push(id), &evs)) job.halt_flag() = true;
+        job.push(&evs);
+        gate_.yield();
+      }
+      (void)ended;
+      if (pipe.on_text(dec.flush(), &evs)) job.halt_flag() = true;
+      if (pipe.stopped()) fin = Finish::kStop;
+    }
+  } catch (const std::exception& e) {
+    start();
+    return finish(Finish::kError, std::string("generation failed: ") + e.what());
+  }
+  return finish(fin, {});
+}
+
+void Scheduler::stop() {
+  std::deque<std::shared_ptr<Job>> dropped;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_ && slots_.empty()) return;
+    stopping_ = true;
+    dropped.swap(queue_);
+    for (auto& s : slots_)
+      if (s->job) s->job->cancel();
+  }
+  for (auto& j : dropped) {
+    Outcome o;
+    o.finish = Finish::kError;
+    o.error = "the server is shutting down";
+    j->done(std::move(o));
+  }
+  for (auto& s : slots_) s->cv.notify_all();
+  for (auto& s : slots_)
+    if (s->thread.joinable()) s->thread.join();
+  std::lock_guard<std::mutex> lk(mu_);
+  slots_.clear();
+}
+
+}  // namespace cedar::server

@@ -1,0 +1,441 @@
+#include "state/snapshot.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "text/sha256.h"
+
+namespace cedar {
+
+static_assert(std::endian::native == std::endian::little,
+              "snapshot files are little-endian; a big-endian port must byte-swap here");
+
+namespace {
+
+constexpr uint32_t kFlagWindow = 1u;
+constexpr size_t kPayloadAt = 80;
+constexpr size_t kChecksumAt = 88;  // header bytes [0, 88) are covered by the checksum
+
+// Appends raw little-endian values and byte runs.
+class Writer {
+ public:
+  explicit Writer(size_t reserve) { buf_.reserve(reserve); }
+  template <class T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    buf_.insert(buf_.end(), p, p + sizeof(T));
+  }
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf_.insert(buf_.end(), b, b + n);
+  }
+  std::vector<uint8_t>& buf() { return buf_; }
+
+ private:
+  std::vector<uint8_t> buf_;
+};
+
+// Bounds-checked reads of the payload: a length that lies never reads past the end.
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n, const std::string& label) : p_(p), n_(n), label_(label) {}
+  template <class T>
+  T get(const char* what) {
+    T v;
+    std::memcpy(&v, need(sizeof(T), what), sizeof(T));
+    return v;
+  }
+  void bytes(void* out, size_t n, const char* what) {
+    if (n) std::memcpy(out, need(n, what), n);
+  }
+  size_t left() const { return n_ - off_; }
+
+ private:
+  const uint8_t* need(size_t n, const char* what) {
+    if (n > n_ - off_)
+      throw SnapshotError(SnapshotError::Reason::kLayout, label_ + ": payload ends inside " + what);
+    const uint8_t* r = p_ + off_;
+    off_ += n;
+    return r;
+  }
+  const uint8_t* p_;
+  size_t n_, off_ = 0;
+  const std::string& label_;
+};
+
+[[noreturn]] void layout_error(const std::string& label, const std::string& msg) {
+  throw SnapshotError(SnapshotError::Reason::kLayout, label + ": " + msg);
+}
+
+std::array<uint8_t, 32> checksum_of(const uint8_t* header, const uint8_t* payload, size_t n) {
+  text::Sha256 h;
+  h.update(header, kChecksumAt);
+  if (n) h.update(payload, n);
+  return h.digest();
+}
+
+size_t engram_keep(const ModelConfig& cfg) {
+  return cfg.engram_layer_ids.empty() ? 0 : size_t(std::max(0, cfg.engram_max_ngram_size - 1));
+}
+
+// Rows and tail of a source after n tokens: the compressor pools every complete group of `ratio`.
+void expect_rows(const CompressedKv& c, int64_t n_tokens, int layer, const std::string& label) {
+  const int64_t rows = n_tokens / c.ratio;
+  const int tail = int(n_tokens % c.ratio);
+  if (c.n_rows != rows || c.n_tail != tail)
+    layout_error(label, "layer " + std::to_string(layer) + " has " + std::to_string(c.n_rows) +
+                            " compressed rows and a tail of " + std::to_string(c.n_tail) +
+                            " after " + std::to_string(n_tokens) + " tokens at ratio " +
+                            std::to_string(c.ratio) + " (expected " + std::to_string(rows) +
+                            " and " + std::to_string(tail) + ")");
+}
+
+}  // namespace
+
+std::string fingerprint_hex(const ModelFingerprint& fp) { return text::to_hex(fp); }
+
+ModelFingerprint model_fingerprint(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  text::Sha256 h;
+  static const char kTag[] = "cedar-model-fingerprint-v1";
+  h.update(kTag, sizeof(kTag));
+  auto add_file_part = [&](const fs::path& p, bool header_only) {
+    std::ifstream f(p, std::ios::binary);
+    if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
+    std::string data;
+    if (header_only) {
+      uint8_t len8[8];
+      if (!f.read(reinterpret_cast<char*>(len8), 8))
+        throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
+      uint64_t len = 0;
+      std::memcpy(&len, len8, 8);
+      if (len > (uint64_t(100) << 20))
+        throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
+                                 std::to_string(len) + " is implausible");
+      data.assign(reinterpret_cast<const char*>(len8), 8);
+      std::string json(size_t(len), '\0');
+      if (!f.read(json.data(), std::streamsize(len)))
+        throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
+      data += json;
+    } else {
+      data.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    const std::string name = p.filename().string();
+    const uint64_t sizes[2] = {name.size(), data.size()};
+    h.update(sizes, sizeof(sizes));
+    h.update(name.data(), name.size());
+    h.update(data.data(), data.size());
+  };
+  const fs::path dir(model_dir);
+  add_file_part(dir / "config.json", false);
+  std::vector<fs::path> shards;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path());
+  if (ec) throw std::runtime_error("model fingerprint: cannot list " + model_dir);
+  if (shards.empty())
+    throw std::runtime_error("model fingerprint: no *.safetensors file in " + model_dir);
+  std::sort(shards.begin(), shards.end());
+  for (const auto& s : shards) add_file_part(s, true);
+  return h.digest();
+}
+
+uint64_t snapshot_bytes(const ModelConfig& cfg, int64_t n_tokens, bool with_window,
+                        int64_t base_tokens) {
+  uint64_t b = kSnapshotHeaderBytes + 4 * uint64_t(n_tokens - base_tokens);
+  b += 4 + 4 * std::min<uint64_t>(engram_keep(cfg), uint64_t(n_tokens));
+  b += 4;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+    const LayerPlan& p = cfg.plan(l);
+    if (!p.is_kv_source) continue;
+    const uint64_t rows = uint64_t(n_tokens / p.ratio - base_tokens / p.ratio),
+                   tail = uint64_t(n_tokens % p.ratio);
+    b += 4 + 4 + 8 + 8 + 4;
+    b += rows * uint64_t(cfg.head_dim / 2 + cfg.head_dim / 16 + cfg.index_head_dim / 2 +
+                         cfg.index_head_dim / 32);
+    b += 2 * tail * uint64_t(cfg.head_dim) * 4;
+  }
+  if (with_window)
+    b += 8 + 4 +
+         uint64_t(cfg.num_hidden_layers) * uint64_t(cfg.sliding_window) *
+             uint64_t(cfg.head_dim + cfg.head_dim / 32);
+  return b;
+}
+
+std::vector<uint8_t> serialize_snapshot(const SequenceState& st, std::span<const int32_t> tokens,
+                                        const ModelFingerprint& fp, bool with_window,
+                                        int64_t base_tokens, const UnitId& parent) {
+  if (int64_t(tokens.size()) != st.n_tokens)
+    throw std::invalid_argument("serialize_snapshot: " + std::to_string(tokens.size()) +
+                                " token ids for a state of " + std::to_string(st.n_tokens) +
+                                " tokens");
+  if (base_tokens < 0 || base_tokens >= std::max<int64_t>(st.n_tokens, 1))
+    throw std::invalid_argument("serialize_snapshot: base unit of " + std::to_string(base_tokens) +
+                                " tokens for a state of " + std::to_string(st.n_tokens));
+  // The global part of an open CED prompt is complete (the encoder and the candidate source's
+  // projection ran on every row), so a unit without the window may be taken mid-prompt; the
+  // decoder rings of an open prompt are not, so an exact-restore unit may not.
+  if (with_window && st.prompt_open())
+    throw std::invalid_argument(
+        "serialize_snapshot: the window of an open CED prompt (decoder at " +
+        std::to_string(st.dec_tokens) + " of " + std::to_string(st.n_tokens) +
+        " tokens) cannot be stored");
+  Writer w(kSnapshotHeaderBytes + tokens.size() * 4 + st.bytes());
+  // header (payload size and checksum patched at the end)
+  w.bytes(kSnapshotMagic, 8);
+  w.put<uint32_t>(kSnapshotVersion);
+  w.put<uint32_t>(with_window ? kFlagWindow : 0u);
+  w.bytes(fp.data(), fp.size());
+  w.put<int64_t>(st.n_tokens);
+  w.put<int64_t>(base_tokens);
+  const UnitId none{};
+  w.bytes(base_tokens > 0 ? parent.data() : none.data(), parent.size());
+  w.put<uint64_t>(0);
+  const std::array<uint8_t, 32> zero{};
+  w.bytes(zero.data(), zero.size());
+
+  w.bytes(tokens.data() + base_tokens, size_t(st.n_tokens - base_tokens) * 4);
+  w.put<uint32_t>(uint32_t(st.engram_history.size()));
+  w.bytes(st.engram_history.data(), st.engram_history.size() * 4);
+  uint32_t n_sources = 0;
+  for (const auto& c : st.compressed) n_sources += c.ratio > 0 ? 1 : 0;
+  w.put<uint32_t>(n_sources);
+  for (size_t l = 0; l < st.compressed.size(); ++l) {
+    const CompressedKv& c = st.compressed[l];
+    if (c.ratio == 0) continue;
+    expect_rows(c, st.n_tokens, int(l), "serialize_snapshot");
+    const int64_t first = base_tokens / c.ratio;  // the base unit holds rows [0, first)
+    w.put<uint32_t>(uint32_t(l));
+    w.put<uint32_t>(uint32_t(c.ratio));
+    w.put<int64_t>(first);
+    w.put<int64_t>(c.n_rows);
+    w.put<uint32_t>(uint32_t(c.n_tail));
+    const size_t r0 = size_t(first), r = size_t(c.n_rows - first);
+    const size_t kv = size_t(c.head_dim / 2), ks = size_t(c.head_dim / 16),
+                 ik = size_t(c.index_head_dim / 2), is = size_t(c.index_head_dim / 32);
+    w.bytes(c.kv_fp4.data() + r0 * kv, r * kv);
+    w.bytes(c.kv_scale.data() + r0 * ks, r * ks);
+    w.bytes(c.ik_fp4.data() + r0 * ik, r * ik);
+    w.bytes(c.ik_scale.data() + r0 * is, r * is);
+    w.bytes(c.tail_k.data(), size_t(c.n_tail) * size_t(c.head_dim) * 4);
+    w.bytes(c.tail_z.data(), size_t(c.n_tail) * size_t(c.head_dim) * 4);
+  }
+  if (with_window) {
+    w.put<int64_t>(st.window_from);
+    w.put<uint32_t>(uint32_t(st.window.size()));
+    for (const auto& ring : st.window) {
+      w.bytes(ring.codes.data(), ring.codes.size());
+      w.bytes(ring.scales.data(), ring.scales.size());
+    }
+  }
+  std::vector<uint8_t>& buf = w.buf();
+  const uint64_t payload = buf.size() - kSnapshotHeaderBytes;
+  std::memcpy(buf.data() + kPayloadAt, &payload, 8);
+  const auto sum = checksum_of(buf.data(), buf.data() + kSnapshotHeaderBytes, payload);
+  std::memcpy(buf.data() + kChecksumAt, sum.data(), sum.size());
+  return std::move(buf);
+}
+
+SnapshotHeader parse_snapshot_header(const uint8_t* data, size_t size, const std::string& label) {
+  if (size < kSnapshotHeaderBytes)
+    throw SnapshotError(SnapshotError::Reason::kTruncated,
+                        label + ": truncated (" + std::to_string(size) +
+                            " bytes, shorter than the " + std::to_string(kSnapshotHeaderBytes) +
+                            "-byte header)");
+  if (std::memcmp(data, kSnapshotMagic, 8) != 0)
+    throw SnapshotError(SnapshotError::Reason::kMagic,
+                        label + ": not a cedar prefix-cache unit (bad magic)");
+  SnapshotHeader h;
+  uint32_t flags = 0;
+  std::memcpy(&h.version, data + 8, 4);
+  std::memcpy(&flags, data + 12, 4);
+  h.has_window = (flags & kFlagWindow) != 0;
+  std::memcpy(h.fingerprint.data(), data + 16, 32);
+  std::memcpy(&h.n_tokens, data + 48, 8);
+  std::memcpy(&h.base_tokens, data + 56, 8);
+  std::memcpy(h.parent.data(), data + 64, 16);
+  std::memcpy(&h.payload_bytes, data + kPayloadAt, 8);
+  std::memcpy(h.checksum.data(), data + kChecksumAt, 32);
+  return h;
+}
+
+SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelConfig& cfg,
+                                  const ModelFingerprint& expected, const std::string& label,
+                                  SnapshotUnit* base) {
+  using R = SnapshotError::Reason;
+  const SnapshotHeader h = parse_snapshot_header(data, size, label);
+  if (h.version != kSnapshotVersion)
+    throw SnapshotError(R::kVersion, label + ": format version " + std::to_string(h.version) +
+                                         ", this build reads version " +
+                                         std::to_string(kSnapshotVersion));
+  if (h.fingerprint != expected)
+    throw SnapshotError(R::kFingerprint, label + ": made by another model (fingerprint " +
+                                             fingerprint_hex(h.fingerprint).substr(0, 16) +
+                                             "…, this model " +
+                                             fingerprint_hex(expected).substr(0, 16) + "…)");
+  const uint64_t have = size - kSnapshotHeaderBytes;
+  if (h.payload_bytes > have)
+    throw SnapshotError(R::kTruncated, label + ": truncated (payload " + std::to_string(have) +
+                                           " of " + std::to_string(h.payload_bytes) + " bytes)");
+  if (h.payload_bytes < have)
+    throw SnapshotError(R::kLayout, label + ": " + std::to_string(have - h.payload_bytes) +
+                                        " trailing bytes after the payload");
+  const uint8_t* payload = data + kSnapshotHeaderBytes;
+  if (checksum_of(data, payload, h.payload_bytes) != h.checksum)
+    throw SnapshotError(R::kChecksum, label + ": checksum mismatch (corrupt unit)");
+
+  // From here the bytes are what the writer wrote; still check the structure against cfg (and
+  // the base) so that no length in the file can overrun a buffer or misplace a row.
+  if (h.n_tokens < 0 || h.base_tokens < 0 || (h.base_tokens > 0 && h.base_tokens >= h.n_tokens))
+    layout_error(label, "token range [" + std::to_string(h.base_tokens) + ", " +
+                            std::to_string(h.n_tokens) + ") is invalid");
+  if (h.base_tokens > 0 && (base == nullptr || int64_t(base->tokens.size()) != h.base_tokens ||
+                            base->state.n_tokens != h.base_tokens))
+    layout_error(label, "extends a base unit of " + std::to_string(h.base_tokens) +
+                            " tokens, which was not supplied");
+  Reader r(payload, h.payload_bytes, label);
+  SnapshotUnit u;
+  if (h.base_tokens > 0) {
+    u.tokens = std::move(base->tokens);
+    u.state = std::move(base->state);
+  } else {
+    u.state = SequenceState(cfg);
+  }
+  SequenceState& st = u.state;
+  st.n_tokens = st.dec_tokens = h.n_tokens;
+  const uint64_t n_new = uint64_t(h.n_tokens - h.base_tokens);
+  if (n_new > r.left() / 4) layout_error(label, "token count exceeds the payload");
+  u.tokens.resize(size_t(h.n_tokens));
+  r.bytes(u.tokens.data() + h.base_tokens, size_t(n_new) * 4, "token ids");
+  for (size_t i = size_t(h.base_tokens); i < u.tokens.size(); ++i)
+    if (u.tokens[i] < 0 || u.tokens[i] >= cfg.vocab_size)
+      layout_error(label, "token id " + std::to_string(u.tokens[i]) + " at position " +
+                              std::to_string(i) + " is outside the vocabulary");
+  const uint32_t n_hist = r.get<uint32_t>("Engram history length");
+  const uint64_t want_hist = std::min<uint64_t>(engram_keep(cfg), uint64_t(h.n_tokens));
+  if (n_hist != want_hist)
+    layout_error(label, "Engram history of " + std::to_string(n_hist) + " ids (expected " +
+                            std::to_string(want_hist) + ")");
+  st.engram_history.resize(n_hist);
+  r.bytes(st.engram_history.data(), size_t(n_hist) * 4, "Engram history");
+
+  uint32_t expected_sources = 0;
+  for (const auto& c : st.compressed) expected_sources += c.ratio > 0 ? 1 : 0;
+  const uint32_t n_sources = r.get<uint32_t>("source count");
+  if (n_sources != expected_sources)
+    layout_error(label, std::to_string(n_sources) + " KV sources, the model has " +
+                            std::to_string(expected_sources));
+  std::vector<bool> seen(st.compressed.size(), false);
+  for (uint32_t s = 0; s < n_sources; ++s) {
+    const uint32_t layer = r.get<uint32_t>("source layer");
+    if (layer >= st.compressed.size() || st.compressed[layer].ratio == 0)
+      layout_error(label, "layer " + std::to_string(layer) + " is not a KV source of this model");
+    if (seen[layer])
+      layout_error(label, "KV source layer " + std::to_string(layer) + " appears twice");
+    seen[layer] = true;
+    CompressedKv& c = st.compressed[layer];
+    const uint32_t ratio = r.get<uint32_t>("source ratio");
+    if (int(ratio) != c.ratio)
+      layout_error(label, "layer " + std::to_string(layer) + " has ratio " + std::to_string(ratio) +
+                              ", the model says " + std::to_string(c.ratio));
+    const int64_t first = r.get<int64_t>("first row");
+    const int64_t rows = r.get<int64_t>("row count");
+    if (first != h.base_tokens / c.ratio || c.n_rows != first)
+      layout_error(label, "layer " + std::to_string(layer) + " continues at row " +
+                              std::to_string(first) + ", the base holds " +
+                              std::to_string(c.n_rows));
+    c.n_rows = rows;
+    c.n_tail = int(r.get<uint32_t>("tail length"));
+    expect_rows(c, st.n_tokens, int(layer), label);
+    const size_t r0 = size_t(first), n = size_t(rows - first);
+    const size_t kv = size_t(c.head_dim / 2), ks = size_t(c.head_dim / 16),
+                 ik = size_t(c.index_head_dim / 2), is = size_t(c.index_head_dim / 32);
+    c.kv_fp4.resize(size_t(rows) * kv);
+    c.kv_scale.resize(size_t(rows) * ks);
+    c.ik_fp4.resize(size_t(rows) * ik);
+    c.ik_scale.resize(size_t(rows) * is);
+    r.bytes(c.kv_fp4.data() + r0 * kv, n * kv, "compressed KV");
+    r.bytes(c.kv_scale.data() + r0 * ks, n * ks, "compressed KV scales");
+    r.bytes(c.ik_fp4.data() + r0 * ik, n * ik, "index keys");
+    r.bytes(c.ik_scale.data() + r0 * is, n * is, "index key scales");
+    const size_t tail = size_t(c.n_tail) * size_t(c.head_dim);
+    std::fill(c.tail_k.begin(), c.tail_k.end(), 0.0f);
+    std::fill(c.tail_z.begin(), c.tail_z.end(), 0.0f);
+    r.bytes(c.tail_k.data(), tail * 4, "compressor tail k");
+    r.bytes(c.tail_z.data(), tail * 4, "compressor tail gate");
+  }
+  u.has_window = h.has_window;
+  if (h.has_window) {
+    st.window_from = r.get<int64_t>("window start");
+    if (st.window_from < 0 || st.window_from > st.n_tokens)
+      layout_error(label, "window start " + std::to_string(st.window_from) + " outside [0, " +
+                              std::to_string(st.n_tokens) + "]");
+    const uint32_t n_rings = r.get<uint32_t>("window ring count");
+    if (n_rings != st.window.size())
+      layout_error(label, std::to_string(n_rings) + " window rings, the model has " +
+                              std::to_string(st.window.size()) + " layers");
+    for (auto& ring : st.window) {
+      r.bytes(ring.codes.data(), ring.codes.size(), "window ring codes");
+      r.bytes(ring.scales.data(), ring.scales.size(), "window ring scales");
+    }
+  } else {
+    st.drop_window();  // rings empty: Transformer::replay() must run before the next forward
+  }
+  if (r.left() != 0) layout_error(label, std::to_string(r.left()) + " unread payload bytes");
+  return u;
+}
+
+void write_snapshot_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw SnapshotError(SnapshotError::Reason::kIo, tmp + ": cannot create");
+    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    f.flush();
+    if (!f) {
+      std::remove(tmp.c_str());
+      throw SnapshotError(SnapshotError::Reason::kIo, tmp + ": write failed (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot rename the written unit");
+  }
+}
+
+namespace {
+std::vector<uint8_t> read_all(const std::string& path, size_t limit) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot open");
+  std::vector<uint8_t> buf;
+  if (limit == size_t(-1)) {
+    f.seekg(0, std::ios::end);
+    const auto n = f.tellg();
+    if (n < 0) throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot size");
+    f.seekg(0);
+    buf.resize(size_t(n));
+  } else {
+    buf.resize(limit);
+  }
+  f.read(reinterpret_cast<char*>(buf.data()), std::streamsize(buf.size()));
+  buf.resize(size_t(f.gcount()));
+  return buf;
+}
+}  // namespace
+
+SnapshotUnit read_snapshot_file(const std::string& path, const ModelConfig& cfg,
+                                const ModelFingerprint& expected, SnapshotUnit* base) {
+  const std::vector<uint8_t> buf = read_all(path, size_t(-1));
+  return deserialize_snapshot(buf.data(), buf.size(), cfg, expected, path, base);
+}
+
+SnapshotHeader read_snapshot_file_header(const std::string& path) {
+  const std::vector<uint8_t> buf = read_all(path, kSnapshotHeaderBytes);
+  return parse_snapshot_header(buf.data(), buf.size(), path);
+}
+
+}  // namespace cedar

@@ -1,0 +1,126 @@
+// A bounded mixed load on loopback: 80 requests from 8 concurrent workers, 10% malformed (bad
+// JSON, wrong types, a body over --max-body, a client that disconnects mid-stream). Every valid
+// request must be answered completely, every malformed one must get a 4xx (or be dropped by the
+// client itself), the disconnected generation must be cancelled, and the server must exit
+// cleanly afterwards (0 crashes).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startServer, post, parseSse } from './helpers.mjs';
+
+let server;
+before(async () => {
+  server = await startServer(['--parallel', '4', '--max-body', '262144', '--keepalive-ms', '300']);
+});
+after(async () => {
+  const { code, signal } = await server.stop();
+  assert.equal(signal, null, 'server crashed: ' + server.stderr);
+  assert.equal(code, 0, server.stderr);
+});
+
+const TOTAL = 80;
+const WORKERS = 8;
+
+function kindOf(i) {
+  // Every 10th request is malformed, rotating through the four kinds.
+  if (i % 10 === 9) return ['bad-json', 'wrong-type', 'huge', 'disconnect'][(i / 10 | 0) % 4];
+  return ['chat', 'chat-stream', 'anthropic-stream', 'forced-tool'][i % 4];
+}
+
+const MSG = (i) => [{ role: 'user', content: `request ${i}` }];
+
+async function run(i) {
+  const chat = server.url + '/v1/chat/completions';
+  switch (kindOf(i)) {
+    case 'chat': {
+      const r = await post(chat, { model: 'm', messages: MSG(i), max_tokens: 4, seed: i });
+      assert.equal(r.status, 200, r.text);
+      assert.ok(r.json.choices[0].finish_reason);
+      return 'valid';
+    }
+    case 'chat-stream': {
+      const r = await post(chat, { model: 'm', messages: MSG(i), max_tokens: 4, stream: true });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(parseSse(r.text).frames.at(-1).data, '[DONE]');
+      return 'valid';
+    }
+    case 'anthropic-stream': {
+      const r = await post(server.url + '/v1/messages',
+                           { model: 'm', max_tokens: 4, messages: MSG(i), stream: true });
+      assert.equal(r.status, 200, r.text);
+      const types = parseSse(r.text).frames.map((f) => f.event);
+      assert.equal(types[0], 'message_start');
+      assert.equal(types.at(-1), 'message_stop');
+      return 'valid';
+    }
+    case 'forced-tool': {
+      const r = await post(chat, {
+        model: 'm', messages: MSG(i),
+        tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }],
+        cedar_test_output: 'x</think>\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name="f">\n' +
+                           '<｜DSML｜ parameter name="n" string="false">1</｜DSML｜ parameter>\n' +
+                           '</｜DSML｜ invoke>\n</｜DSML｜ calls>',
+      });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.choices[0].finish_reason, 'tool_calls');
+      return 'valid';
+    }
+    case 'bad-json': {
+      const r = await post(chat, '{"model": "m", "messages": [');
+      assert.equal(r.status, 400);
+      return 'malformed';
+    }
+    case 'wrong-type': {
+      const r = await post(chat, { model: 'm', messages: MSG(i), max_tokens: 'lots' });
+      assert.equal(r.status, 400);
+      assert.match(r.json.error.message, /max_tokens must be an integer/);
+      return 'malformed';
+    }
+    case 'huge': {
+      try {
+        const r = await post(chat, { model: 'm', messages: [{ role: 'user', content: 'y'.repeat(400000) }] });
+        assert.equal(r.status, 413);
+      } catch {
+        // the server may close the connection while the client still sends: also fine
+      }
+      return 'malformed';
+    }
+    case 'disconnect': {
+      const ac = new AbortController();
+      const res = await fetch(chat, {
+        method: 'POST', signal: ac.signal, headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'm', messages: MSG(i), max_tokens: 400, stream: true }),
+      });
+      assert.equal(res.status, 200);
+      const reader = res.body.getReader();
+      await reader.read();  // the first bytes, then hang up mid-stream
+      ac.abort();
+      return 'malformed';
+    }
+  }
+  throw new Error('unreachable');
+}
+
+test(`${TOTAL} requests, 10% malformed: 0 crashes, every valid request answered`, async () => {
+  let next = 0;
+  const results = { valid: 0, malformed: 0 };
+  const worker = async () => {
+    while (next < TOTAL) {
+      const i = next++;
+      results[await run(i)]++;
+    }
+  };
+  await Promise.all(Array.from({ length: WORKERS }, worker));
+  assert.equal(results.valid, 72);
+  assert.equal(results.malformed, 8);
+
+  // The hung-up generations were cancelled, not run to max_tokens (bounded wait).
+  let cancelled = 0;
+  for (let t = 0; t < 100 && cancelled < 2; t++) {
+    const m = await (await fetch(server.url + '/metrics')).text();
+    cancelled = Number(m.match(/cedar_requests_cancelled_total (\d+)/)[1]);
+    if (cancelled < 2) await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(cancelled, 2, 'both disconnected streams were cancelled');
+  const h = await (await fetch(server.url + '/health')).json();
+  assert.equal(h.status, 'ok');
+});

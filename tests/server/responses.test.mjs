@@ -1,0 +1,118 @@
+// The Responses API through the official `openai` client (v41-interface.md §5.6): reasoning and
+// text output items, a function-call round trip with function_call_output, streaming events in
+// order, and the SDK's responses.stream() accumulator. Structured answers use the test hook.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { startServer, dsmlCall } from './helpers.mjs';
+
+let server;
+let client;
+before(async () => {
+  server = await startServer();
+  client = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'unused', maxRetries: 0,
+                        timeout: 300000 });
+});
+after(async () => {
+  const { code, signal } = await server.stop();
+  assert.equal(signal, null, server.stderr);
+  assert.equal(code, 0, server.stderr);
+});
+
+const TOOL = { type: 'function', name: 'lookup', description: 'Look a word up',
+               parameters: { type: 'object', properties: { word: { type: 'string' } } } };
+
+test('reasoning + text output, usage with cached and reasoning tokens', async () => {
+  const r = await client.responses.create({
+    model: 'deepseek-v4-flash', instructions: 'Be brief.', input: 'What is 2+2?',
+    reasoning: { effort: 'high' }, cedar_test_output: 'Simple sum.</think>4',
+  });
+  assert.equal(r.object, 'response');
+  assert.equal(r.status, 'completed');
+  assert.deepEqual(r.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.equal(r.output[0].content[0].type, 'reasoning_text');
+  assert.equal(r.output[0].content[0].text, 'Simple sum.');
+  assert.equal(r.output_text, '4');  // computed by the SDK from the message item
+  assert.ok(r.usage.output_tokens_details.reasoning_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.input_tokens + r.usage.output_tokens);
+  assert.equal(typeof r.usage.input_tokens_details.cached_tokens, 'number');
+});
+
+test('reasoning effort none: no reasoning item; max_output_tokens -> incomplete', async () => {
+  const r = await client.responses.create({
+    model: 'deepseek-v4-flash', input: 'Count.', reasoning: { effort: 'none' },
+    max_output_tokens: 2, cedar_test_output: 'one two three four five',
+  });
+  assert.equal(r.status, 'incomplete');
+  assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  assert.deepEqual(r.output.map((o) => o.type), ['message']);
+});
+
+test('function call round trip (not streamed)', async () => {
+  const input = [{ role: 'user', content: 'Define "cedar".' }];
+  const r1 = await client.responses.create({
+    model: 'deepseek-v4-flash', input, tools: [TOOL],
+    cedar_test_output: 'Use the tool.</think>' + dsmlCall('lookup', { word: 'cedar' }),
+  });
+  const fc = r1.output.find((o) => o.type === 'function_call');
+  assert.ok(fc, JSON.stringify(r1.output));
+  assert.equal(fc.name, 'lookup');
+  assert.deepEqual(JSON.parse(fc.arguments), { word: 'cedar' });
+  const r2 = await client.responses.create({
+    model: 'deepseek-v4-flash', tools: [TOOL],
+    input: [...input, ...r1.output,
+            { type: 'function_call_output', call_id: fc.call_id, output: 'a conifer' }],
+    cedar_test_output: 'Got it.</think>A cedar is a conifer.',
+  });
+  assert.equal(r2.output_text, 'A cedar is a conifer.');
+  assert.ok(r2.usage.input_tokens > r1.usage.input_tokens);
+});
+
+test('streaming events in order (raw iteration)', async () => {
+  const stream = await client.responses.create({
+    model: 'deepseek-v4-flash', input: 'hi', tools: [TOOL], stream: true,
+    cedar_test_output: 'think</think>text' + dsmlCall('lookup', { word: 'x' }),
+  });
+  const types = [];
+  let seq = -1;
+  for await (const ev of stream) {
+    types.push(ev.type);
+    assert.equal(ev.sequence_number, seq + 1, 'sequence numbers increase by one');
+    seq = ev.sequence_number;
+  }
+  const compact = types.filter((t) => !t.endsWith('.delta'));
+  assert.deepEqual(compact, [
+    'response.created', 'response.in_progress',
+    'response.output_item.added', 'response.content_part.added',  // reasoning
+    'response.reasoning_text.done', 'response.content_part.done', 'response.output_item.done',
+    'response.output_item.added', 'response.content_part.added',  // message
+    'response.output_text.done', 'response.content_part.done', 'response.output_item.done',
+    'response.output_item.added',                                  // function call
+    'response.function_call_arguments.done', 'response.output_item.done',
+    'response.completed',
+  ]);
+  assert.ok(types.includes('response.reasoning_text.delta'));
+  assert.ok(types.includes('response.output_text.delta'));
+  assert.ok(types.includes('response.function_call_arguments.delta'));
+});
+
+test('responses.stream() accumulates the final response', async () => {
+  const stream = client.responses.stream({
+    model: 'deepseek-v4-flash', input: 'hi', cedar_test_output: 'mull</think>Hello you',
+  });
+  let deltas = '';
+  stream.on('response.output_text.delta', (e) => { deltas += e.delta; });
+  const final = await stream.finalResponse();
+  assert.equal(deltas, 'Hello you');
+  // (finalResponse() of this SDK version fills output_text only for parseable formats.)
+  assert.deepEqual(final.output.map((o) => o.type), ['reasoning', 'message']);
+  assert.equal(final.output[0].content[0].text, 'mull');
+  assert.equal(final.output[1].content[0].text, 'Hello you');
+  assert.equal(final.status, 'completed');
+});
+
+test('previous_response_id is refused with a clear message', async () => {
+  await assert.rejects(
+    client.responses.create({ model: 'm', input: 'x', previous_response_id: 'resp_1' }),
+    (e) => e.status === 400 && /previous_response_id/.test(e.message));
+});

@@ -1,0 +1,173 @@
+// `cedar run` as a user runs it (the real binary, CEDAR_BIN) on a generated tiny model: greedy
+// output identical across runs and thread counts, the stats line, raw prompts, stop strings,
+// interactive chat over stdin, and exit status 2 with a message for bad flags.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+namespace {
+
+std::string cedar_bin() {
+  const char* e = std::getenv("CEDAR_BIN");
+  return e && *e ? e : CEDAR_BIN;
+}
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class RunCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/cedar-run-cli-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    model_ = root_ + "/tiny";
+    ASSERT_EQ(std::system((cedar_bin() + " make-model --preset tiny --seed 1 --out " + model_ +
+                           " > /dev/null 2>&1")
+                              .c_str()),
+              0);
+  }
+  static void TearDownTestSuite() { std::filesystem::remove_all(root_); }
+
+  // Runs `cedar run ARGS` with stdin from `input`; captures stdout, stderr and the exit status.
+  static RunResult cedar_run(const std::string& args, const std::string& input = "") {
+    const std::string in = root_ + "/stdin.txt", out = root_ + "/stdout.txt",
+                      err = root_ + "/stderr.txt";
+    std::ofstream(in, std::ios::binary) << input;
+    const std::string cmd = cedar_bin() + " run " + args + " < " + in + " > " + out + " 2> " + err;
+    const int st = std::system(cmd.c_str());
+    RunResult r;
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  static std::string root_, model_;
+};
+std::string RunCli::root_, RunCli::model_;
+
+const std::regex kStats(
+    R"(cedar run: prompt (\d+) tokens \((\d+) cached\), prefill [0-9.]+ tok/s, decode [0-9.]+ tok/s, (\d+) tokens, finish (\w+))");
+
+TEST_F(RunCli, GreedyOutputIsIdenticalAcrossRunsAndThreadCounts) {
+  const RunResult a = cedar_run("-m " + model_ + " -p Hello -n 8 --temp 0");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const RunResult b = cedar_run("-m " + model_ + " -p Hello -n 8 --temp 0");
+  const RunResult t1 = cedar_run("-m " + model_ + " -p Hello -n 8 --temp 0 -t 1");
+  const RunResult t2 = cedar_run("-m " + model_ + " -p Hello -n 8 --temp 0 -t 2");
+  EXPECT_FALSE(a.out.empty());
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(t1.out, t2.out);
+  EXPECT_EQ(a.out, t1.out);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(a.err, m, kStats)) << a.err;
+  EXPECT_EQ(m[3].str(), "8");
+  EXPECT_EQ(m[4].str(), "length");
+  // thinking is on by default: the answer starts in the reasoning block
+  EXPECT_EQ(a.out.rfind("<think>\n", 0), 0u) << a.out;
+  // with --nothink the prompt is shorter (no effort line) and there is no reasoning block
+  const RunResult n =
+      cedar_run("-m " + model_ + " -p Hello -n 8 --temp 0 --nothink --exact-prefill");
+  ASSERT_EQ(n.status, 0) << n.err;
+  std::smatch mn;
+  ASSERT_TRUE(std::regex_search(n.err, mn, kStats));
+  EXPECT_LT(std::stoi(mn[1].str()), std::stoi(m[1].str()));
+  EXPECT_EQ(n.out.find("<think>"), std::string::npos);
+}
+
+TEST_F(RunCli, RawPromptsAndStopStrings) {
+  const RunResult a = cedar_run("-m " + model_ + " -p 'The weather today' --raw -n 12 --temp 0");
+  ASSERT_EQ(a.status, 0) << a.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(a.err, m, kStats)) << a.err;
+  EXPECT_EQ(m[1].str(), "4");  // BOS + "The weather today" (3 BPE tokens)
+  ASSERT_GT(a.out.size(), 4u);
+  // stop on the first ASCII letter after the first byte (a one-byte stop string)
+  std::string body = a.out.substr(0, a.out.size() - 1);  // drop the final newline
+  size_t at = body.find_first_of("abcdefghijklmnopqrstuvwxyz", 1);
+  if (at == std::string::npos) GTEST_SKIP() << "no ASCII letter in the random output";
+  const std::string stop = body.substr(at, 1);
+  const RunResult s =
+      cedar_run("-m " + model_ + " -p 'The weather today' --raw -n 12 --temp 0 --stop '" + stop +
+                "' --stop zzzzzz");
+  ASSERT_EQ(s.status, 0) << s.err;
+  // the printer ends the output with a newline unless it is empty or ends with one already
+  const std::string cut = body.substr(0, body.find(stop));
+  EXPECT_EQ(s.out, cut.empty() || cut.back() == '\n' ? cut : cut + "\n");
+  ASSERT_TRUE(std::regex_search(s.err, m, kStats));
+  EXPECT_EQ(m[4].str(), "stop");
+}
+
+TEST_F(RunCli, InteractiveChatKeepsTheHistory) {
+  const RunResult r = cedar_run("-m " + model_ + " -n 4 --temp 0 --nothink --exact-prefill",
+                                "Hello\n/think 0\n/bogus\nAnd again\n/exit\nnot read\n");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::smatch> stats;
+  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), kStats);
+       it != std::sregex_iterator(); ++it)
+    stats.push_back(*it);
+  ASSERT_EQ(stats.size(), 2u) << r.err;  // two turns; the line after /exit is not read
+  // the second prompt holds the first turn: longer than the first
+  EXPECT_GT(std::stoi(stats[1][1].str()), std::stoi(stats[0][1].str()) + 4);
+  EXPECT_NE(r.err.find("/think takes an effort between 1 and 100"), std::string::npos);
+  EXPECT_NE(r.err.find("unknown command /bogus"), std::string::npos);
+}
+
+TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
+  struct Case {
+    std::string args, needle;
+  };
+  const Case cases[] = {
+      {"-p Hello", "--model"},
+      {"-m M -p Hello --bogus", "unknown option '--bogus'"},
+      {"-m M -p Hello --temp -1", "--temp"},
+      {"-m M -p Hello --temp abc", "--temp"},
+      {"-m M -p Hello --top-p 0", "--top-p"},
+      {"-m M -p Hello --top-p 1.5", "--top-p"},
+      {"-m M -p Hello --min-p 2", "--min-p"},
+      {"-m M -p Hello --top-k -3", "--top-k"},
+      {"-m M -p Hello -n 0", "--n-predict"},
+      {"-m M -p Hello -c -5", "--ctx-size"},
+      {"-m M -p Hello -t -1", "--threads"},
+      {"-m M -p Hello --think 101", "--think"},
+      {"-m M -p Hello --think 50 --nothink", "--nothink"},
+      {"-m M -p Hello --stop ''", "--stop"},
+      {"-m M -p Hello --kernels nope", "--kernels"},
+      {"-m M -p Hello --chunk 0", "--chunk"},
+      {"-m M --raw", "--raw"},
+      {"-m M -p Hello extra", "unexpected argument 'extra'"},
+      {"-m M -p", "needs a value"},
+  };
+  for (const auto& c : cases) {
+    std::string args = c.args;
+    const size_t at = args.find("-m M");
+    if (at != std::string::npos) args.replace(at, 4, "-m " + model_);
+    const RunResult r = cedar_run(args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+  }
+  // a missing model directory is a runtime error (1) naming it
+  const RunResult r = cedar_run("-m " + root_ + "/nope -p Hello");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(root_ + "/nope"), std::string::npos) << r.err;
+}
+
+}  // namespace

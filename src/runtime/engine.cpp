@@ -51,9 +51,9 @@ bool Engine::is_stop_token(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
 }
 
-Prompt Engine::render_chat(const text::ChatRequest& req) const {
-  const text::ChatEncoder enc;
-  text::RenderResult r = enc.render(req);
+// Tokenizes a rendered prompt: template segments with added-token recognition, content as plain
+// BPE (text::encode_prompt), keeping where generation starts and whether thinking is on.
+Prompt Engine::prompt_from(text::RenderResult r) const {
   Prompt p;
   p.ids = text::encode_prompt(*tok_, r.segments);
   p.text = std::move(r.prompt);
@@ -62,15 +62,12 @@ Prompt Engine::render_chat(const text::ChatRequest& req) const {
   return p;
 }
 
+Prompt Engine::render_chat(const text::ChatRequest& req) const {
+  return prompt_from(text::ChatEncoder().render(req));
+}
+
 Prompt Engine::render_request(const text::ojson& body) const {
-  const text::ChatEncoder enc;
-  text::RenderResult r = enc.render_request(body);
-  Prompt p;
-  p.ids = text::encode_prompt(*tok_, r.segments);
-  p.text = std::move(r.prompt);
-  p.start = r.start;
-  p.thinking = r.thinking;
-  return p;
+  return prompt_from(text::ChatEncoder().render_request(body));
 }
 
 Prompt Engine::encode_raw(std::string_view text, bool add_bos) const {

@@ -71,6 +71,7 @@ class Engine {
 
  private:
   Engine() = default;
+  Prompt prompt_from(text::RenderResult r) const;
 
   EngineOptions opt_;
   std::unique_ptr<Checkpoint> ckpt_;

@@ -19,17 +19,28 @@ Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
   softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
 }
 
-void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* out) const {
-  const int n = fp.n, D = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim;
+void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment> segs,
+                        float* out) const {
+  if (segs.empty()) return;
+  const int n = segs.back().row0 + segs.back().fp->n;
+  const int D = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim;
   const int rd = cfg_.qk_rope_head_dim, ql = cfg_.q_lora_rank, W = cfg_.sliding_window;
   const int l = plan_.layer;
   const float eps = float(cfg_.rms_norm_eps);
   (void)D;
 
-  // rotary angles of the chunk positions
+  // every row's segment and absolute position; rotary angles of those positions
+  std::vector<int> seg_of(static_cast<size_t>(n));
+  std::vector<int64_t> pos_of(static_cast<size_t>(n));
+  for (size_t g = 0; g < segs.size(); ++g)
+    for (int i = 0; i < segs[g].fp->n; ++i) {
+      seg_of[size_t(segs[g].row0 + i)] = int(g);
+      pos_of[size_t(segs[g].row0 + i)] = segs[g].fp->p0 + i;
+    }
   std::vector<float> cs(size_t(n) * size_t(rd / 2)), sn(cs.size());
   for (int i = 0; i < n; ++i)
-    rope_.angles(fp.p0 + i, cs.data() + size_t(i) * (rd / 2), sn.data() + size_t(i) * (rd / 2));
+    rope_.angles(pos_of[size_t(i)], cs.data() + size_t(i) * (rd / 2),
+                 sn.data() + size_t(i) * (rd / 2));
 
   // qr = q_norm(wq_a(x)); q = wq_b(qr) per head, RoPE on the last rd channels
   std::vector<float> qa(size_t(n) * size_t(ql)), qr(qa.size());
@@ -58,30 +69,38 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
     }
   });
 
-  // compressed branch: the KV source appends first, then the index source selects per query
-  const std::vector<std::vector<int32_t>>* sel = nullptr;
-  const CompressedKv* ccache = nullptr;
-  if (plan_.ratio > 0) {
-    if (compressor_ && !fp.skip_compressor) {
-      compressor_->forward(ctx, x, n, fp.p0, fp.st.compressed.at(size_t(l)));
-    } else if (compressor_ && fp.rebuild_tails && plan_.ratio > 1) {
-      CompressedKv& cache = fp.st.compressed.at(size_t(l));
-      if (cache.n_tail != int((fp.p0 + n) % plan_.ratio))
-        compressor_->rebuild_tail(ctx, x, n, fp.p0, cache);
+  // per sequence: the compressed branch (the KV source appends first, then the index source
+  // selects per query) and the ring rows its chunk still needs, positions
+  // max(win_start, p0 - W + 1) .. p0 - 1
+  struct PerSeq {
+    const std::vector<std::vector<int32_t>>* sel = nullptr;
+    const CompressedKv* ccache = nullptr;
+    std::vector<float> ringv;
+  };
+  std::vector<PerSeq> ps(segs.size());
+  for (size_t g = 0; g < segs.size(); ++g) {
+    ForwardPass& fp = *segs[g].fp;
+    const size_t r0 = size_t(segs[g].row0);
+    if (plan_.ratio > 0) {
+      if (compressor_ && !fp.skip_compressor) {
+        compressor_->forward(ctx, x + r0 * D, fp.n, fp.p0, fp.st.compressed.at(size_t(l)));
+      } else if (compressor_ && fp.rebuild_tails && plan_.ratio > 1) {
+        CompressedKv& cache = fp.st.compressed.at(size_t(l));
+        if (cache.n_tail != int((fp.p0 + fp.n) % plan_.ratio))
+          compressor_->rebuild_tail(ctx, x + r0 * D, fp.n, fp.p0, cache);
+      }
+      if (indexer_) indexer_->forward(ctx, x + r0 * D, qr.data() + r0 * ql, fp);
+      ps[g].sel = &fp.topk.at(size_t(plan_.index_source));
+      ps[g].ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
+      if (ps[g].sel->size() != size_t(fp.n))
+        throw std::runtime_error("layer " + std::to_string(l) + ": no Top-K from index source " +
+                                 std::to_string(plan_.index_source));
     }
-    if (indexer_) indexer_->forward(ctx, x, qr.data(), fp);
-    sel = &fp.topk.at(size_t(plan_.index_source));
-    ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
-    if (sel->size() != size_t(n))
-      throw std::runtime_error("layer " + std::to_string(l) + ": no Top-K from index source " +
-                               std::to_string(plan_.index_source));
+    const WindowRing& ring = fp.st.window.at(size_t(l));
+    ps[g].ringv.resize(size_t(W) * size_t(hd));
+    for (int64_t pos = std::max<int64_t>(fp.win_start, fp.p0 - W + 1); pos < fp.p0; ++pos)
+      ring.read(pos, ps[g].ringv.data() + size_t(pos % W) * hd);
   }
-
-  // ring rows still needed by this chunk: positions max(win_start, p0 - W + 1) .. p0 - 1
-  WindowRing& ring = fp.st.window.at(size_t(l));
-  std::vector<float> ringv(size_t(W) * size_t(hd));
-  for (int64_t pos = std::max<int64_t>(fp.win_start, fp.p0 - W + 1); pos < fp.p0; ++pos)
-    ring.read(pos, ringv.data() + size_t(pos % W) * hd);
 
   // sparse attention per query over the compact list: window rows oldest first, then the
   // selected compressed rows in ascending row order
@@ -90,17 +109,21 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
     std::vector<const float*> keys;
     std::vector<float> crow;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t p = fp.p0 + i;
+      const int g = seg_of[size_t(i)];
+      const ForwardPass& fp = *segs[size_t(g)].fp;
+      const PerSeq& sq = ps[size_t(g)];
+      const int64_t r0 = segs[size_t(g)].row0;
+      const int64_t p = pos_of[size_t(i)];
       keys.clear();
       // bounded replay truncates the window at win_start (0 otherwise)
       for (int64_t pos = std::max<int64_t>(fp.win_start, p - W + 1); pos <= p; ++pos)
-        keys.push_back(pos < fp.p0 ? ringv.data() + size_t(pos % W) * hd
-                                   : win.data() + size_t(pos - fp.p0) * hd);
-      if (sel) {
-        const auto& rows = (*sel)[size_t(i)];
+        keys.push_back(pos < fp.p0 ? sq.ringv.data() + size_t(pos % W) * hd
+                                   : win.data() + size_t(r0 + pos - fp.p0) * hd);
+      if (sq.sel) {
+        const auto& rows = (*sq.sel)[size_t(i - r0)];
         crow.resize(rows.size() * size_t(hd));
         for (size_t j = 0; j < rows.size(); ++j) {
-          ccache->read_kv(rows[j], crow.data() + j * hd);
+          sq.ccache->read_kv(rows[j], crow.data() + j * hd);
           keys.push_back(crow.data() + j * hd);
         }
       }
@@ -127,17 +150,24 @@ void Attention::forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* 
   });
   linear(ctx, w_.wo_b, u.data(), n, out);
 
-  // the chunk's newest W window rows go to the ring (after every query of the chunk ran)
-  for (int i = std::max(0, n - W); i < n; ++i) {
-    const int64_t pos = fp.p0 + i;
-    std::copy_n(wcodes.data() + size_t(i) * hd, hd, ring.row_codes(pos));
-    std::copy_n(wscales.data() + size_t(i) * (hd / 32), hd / 32, ring.row_scales(pos));
-  }
-  if (fp.dump && fp.dump->active()) {
-    fp.dump->f32("layer" + std::to_string(l) + ".attn_q", fp.p0, q.data(), {n, H, hd});
-    fp.dump->f32("layer" + std::to_string(l) + ".attn_kv", fp.p0, win.data(), {n, hd});
-    fp.dump->f32("layer" + std::to_string(l) + ".attn_o", fp.p0, o.data(), {n, H, hd});
-    fp.dump->f32("layer" + std::to_string(l) + ".attn_out", fp.p0, out, {n, D});
+  // each chunk's newest W window rows go to its ring (after every query of the chunk ran)
+  for (const Segment& sg : segs) {
+    ForwardPass& fp = *sg.fp;
+    WindowRing& ring = fp.st.window.at(size_t(l));
+    for (int i = std::max(0, fp.n - W); i < fp.n; ++i) {
+      const int64_t pos = fp.p0 + i;
+      const size_t r = size_t(sg.row0 + i);
+      std::copy_n(wcodes.data() + r * hd, hd, ring.row_codes(pos));
+      std::copy_n(wscales.data() + r * (hd / 32), hd / 32, ring.row_scales(pos));
+    }
+    if (fp.dump && fp.dump->active()) {
+      const size_t r = size_t(sg.row0);
+      const std::string ln = "layer" + std::to_string(l);
+      fp.dump->f32(ln + ".attn_q", fp.p0, q.data() + r * H * hd, {fp.n, H, hd});
+      fp.dump->f32(ln + ".attn_kv", fp.p0, win.data() + r * hd, {fp.n, hd});
+      fp.dump->f32(ln + ".attn_o", fp.p0, o.data() + r * H * hd, {fp.n, H, hd});
+      fp.dump->f32(ln + ".attn_out", fp.p0, out + r * D, {fp.n, D});
+    }
   }
 }
 

@@ -1,4 +1,5 @@
-// Attention: one layer's CSA2 attention over a chunk of rows of one sequence (NUMERICS §A).
+// Attention: one layer's CSA2 attention over a chunk of rows of one sequence, or over the chunks of
+// several sequences of a batch (NUMERICS §A).
 // Every layer has its own low-rank query, FP8 window KV ring and sink; compressed layers add the
 // rows their Top-K source selected from their KV source's cache. The chunk's own window rows live
 // in a temporary buffer next to the ring, so a chunk longer than the window never overwrites ring
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "forward/compressor.h"
 #include "forward/forward_pass.h"
@@ -20,9 +22,10 @@ class Attention {
  public:
   Attention(const ModelConfig& cfg, int layer, const LayerWeights& w);
 
-  // x [n, D] normalised attention input of the chunk rows -> out [n, D] (bf16 values).
-  // ref: model.py Attention.forward
-  void forward(const Ctx& ctx, const float* x, ForwardPass& fp, float* out) const;
+  // x [n, D] normalised attention input of the rows of `segs` (tiling [0, n), one segment per
+  // sequence) -> out [n, D] (bf16 values). The projections run over all rows at once; ring,
+  // compressor, indexer and sparse attention per segment. ref: model.py Attention.forward
+  void forward(const Ctx& ctx, const float* x, std::span<const Segment> segs, float* out) const;
 
   // The global-KV half only (CED encoder rows at the candidate source): the compressor on x
   // [n, D], appending to the layer's compressed cache; nothing when the layer is no KV source.

@@ -44,8 +44,9 @@ void hc_post(const float* y, const float* h, const float* post, const float* com
 Block::Block(const ModelConfig& cfg, int layer, const LayerWeights& w)
     : cfg_(cfg), layer_(layer), w_(w), attn_(cfg, layer, w), ffn_(cfg, layer, w) {}
 
-void Block::forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) const {
-  const int n = fp.n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
+void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Segment> segs) const {
+  if (segs.empty()) return;
+  const int n = segs.back().row0 + segs.back().fp->n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const float eps = float(cfg_.rms_norm_eps);
   const size_t HD = size_t(hc) * D;
   std::vector<float> pa(size_t(n) * hc), qa(size_t(n) * hc), Ca(size_t(n) * hc * hc);
@@ -60,7 +61,7 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) c
       ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, eps, xn.data() + i * D);
     }
   });
-  attn_.forward(ctx, xn.data(), fp, y.data());
+  attn_.forward(ctx, xn.data(), segs, y.data());
   std::vector<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -73,6 +74,7 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) c
       ctx.k.rms_norm(x.data() + i * D, D, w_.ffn_norm, eps, xn.data() + i * D);
     }
   });
+  // the MoE is row-wise: the batch's rows share every expert's weights in one pass
   ffn_.forward(ctx, xn.data(), n, y.data());
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
@@ -80,27 +82,36 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) c
               D, h + i * HD);
   });
   std::copy(pf.begin(), pf.end(), pre_mix);
-  if (fp.dump && fp.dump->active()) {
-    fp.dump->f32("layer" + std::to_string(layer_) + ".ffn_out", fp.p0, y.data(), {n, D});
-    fp.dump->f32("layer" + std::to_string(layer_) + ".h", fp.p0, h, {n, hc, D});
-    fp.dump->f32("layer" + std::to_string(layer_) + ".pre_mix", fp.p0, pre_mix, {n, hc});
+  for (const Segment& sg : segs) {
+    const ForwardPass& fp = *sg.fp;
+    if (!fp.dump || !fp.dump->active()) continue;
+    const size_t r = size_t(sg.row0);
+    const std::string ln = "layer" + std::to_string(layer_);
+    fp.dump->f32(ln + ".ffn_out", fp.p0, y.data() + r * D, {fp.n, D});
+    fp.dump->f32(ln + ".h", fp.p0, h + r * HD, {fp.n, hc, D});
+    fp.dump->f32(ln + ".pre_mix", fp.p0, pre_mix + r * hc, {fp.n, hc});
   }
 }
 
 void Block::project_global(const Ctx& ctx, const float* h, const float* pre_mix,
-                           ForwardPass& fp) const {
+                           std::span<const Segment> segs) const {
   if (!cfg_.plan(layer_).is_kv_source) return;
-  const int n = fp.n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
+  const int hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const size_t HD = size_t(hc) * D;
-  std::vector<float> x(size_t(n) * D), xn(size_t(n) * D);
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
-      ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, float(cfg_.rms_norm_eps),
-                     xn.data() + i * D);
-    }
-  });
-  attn_.compress(ctx, xn.data(), fp);
+  for (const Segment& sg : segs) {
+    const int n = sg.fp->n;
+    const float* hs = h + size_t(sg.row0) * HD;
+    const float* ps = pre_mix + size_t(sg.row0) * hc;
+    std::vector<float> x(size_t(n) * D), xn(size_t(n) * D);
+    ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        hc_pre(hs + i * HD, ps + i * hc, hc, D, x.data() + i * D);
+        ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, float(cfg_.rms_norm_eps),
+                       xn.data() + i * D);
+      }
+    });
+    attn_.compress(ctx, xn.data(), *sg.fp);
+  }
 }
 
 }  // namespace cedar

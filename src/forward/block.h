@@ -5,6 +5,8 @@
 // construction.
 #pragma once
 
+#include <span>
+
 #include "forward/attention.h"
 #include "forward/moe.h"
 
@@ -25,13 +27,21 @@ class Block {
   Block(const ModelConfig& cfg, int layer, const LayerWeights& w);
 
   // h [n, hc, D] (bf16 values) updated in place; pre_mix [n, hc] in: the previous FFN site's
-  // pre-mix, out: this block's FFN pre-mix. ref: model.py Block.forward
-  void forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) const;
+  // pre-mix, out: this block's FFN pre-mix. `segs` tile the rows [0, n) in order (one per
+  // sequence of a batch); every row's result is the same as in a forward of its sequence alone.
+  // ref: model.py Block.forward
+  void forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Segment> segs) const;
+  void forward(const Ctx& ctx, float* h, float* pre_mix, ForwardPass& fp) const {
+    const Segment one{&fp, 0};
+    forward(ctx, h, pre_mix, std::span<const Segment>(&one, 1));
+  }
 
   // CED encoder rows at the candidate source: only the attention input x = attn_norm(hc_pre(h,
   // pre_mix)) and the compressor on it (the decoder's global KV for every row); h and pre_mix
-  // are not changed. The same x as forward() computes for these rows, bit for bit.
-  void project_global(const Ctx& ctx, const float* h, const float* pre_mix, ForwardPass& fp) const;
+  // are not changed. The same x as forward() computes for these rows, bit for bit. `segs` may
+  // name any subset of the buffers' rows (the CED members of a mixed batch).
+  void project_global(const Ctx& ctx, const float* h, const float* pre_mix,
+                      std::span<const Segment> segs) const;
 
  private:
   const ModelConfig& cfg_;

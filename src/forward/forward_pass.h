@@ -2,6 +2,8 @@
 // one sequence goes through the stack (the reference's SharedAttentionRuntime, made a stack
 // object): the positions, the sequence state, the Top-K each index source publishes for every
 // query, and the candidate pool of the candidate source. Lives for one Transformer::forward call.
+// A batched forward (several sequences in one pass) has one ForwardPass per sequence and lays
+// their rows end to end in the activation buffers (Segment).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +50,14 @@ struct ForwardPass {
 
   ForwardPass(const ModelConfig& c, SequenceState& s, int n_rows, int64_t first_pos)
       : cfg(c), st(s), n(n_rows), p0(first_pos), topk(size_t(c.num_hidden_layers)) {}
+};
+
+// One sequence's rows inside a batch: rows [row0, row0 + fp->n) of the activation buffers.
+// Row-wise work (projections, GEMMs, MoE, mHC) runs over all rows of a batch at once; the
+// per-sequence work (window ring, compressor, indexer, sparse attention) runs per segment.
+struct Segment {
+  ForwardPass* fp = nullptr;
+  int row0 = 0;
 };
 
 }  // namespace cedar

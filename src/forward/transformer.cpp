@@ -78,12 +78,13 @@ void Transformer::check_window(const SequenceState& st, int64_t q0, int64_t trun
                              " only (a state restored without its window: call replay first)");
 }
 
-void Transformer::embed(const int32_t* ids, int n, Stream& s) const {
+void Transformer::embed(const int32_t* ids, int n, Stream& s, int row0) const {
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const size_t HD = size_t(hc) * D;
   // embedding copied to every stream copy; identity pre-mix
-  for (int i = 0; i < n; ++i) {
-    const uint16_t* e = w_.embed + size_t(ids[i]) * D;
+  for (int r = 0; r < n; ++r) {
+    const int i = row0 + r;
+    const uint16_t* e = w_.embed + size_t(ids[r]) * D;
     for (int c = 0; c < hc; ++c)
       for (int d = 0; d < D; ++d) s.h[size_t(i) * HD + size_t(c) * D + d] = bf16_to_f32(e[d]);
     std::fill_n(s.pre.begin() + long(i) * hc, hc, 0.0f);
@@ -106,15 +107,15 @@ void Transformer::engram_rows(const int32_t* ids, int n, int64_t p0, const int32
     }
 }
 
-// final collapse of rows [first, first+m) with the last FFN pre-mix, norm, fp32 head
-void Transformer::head(const Ctx& ctx, const Stream& s, int first, int m, int64_t p0,
-                       float* logits) const {
+// final collapse of m contiguous rows with the last FFN pre-mix, norm, fp32 head
+void Transformer::head(const Ctx& ctx, const float* h, const float* pre, int m, float* logits,
+                       std::vector<float>& xn) const {
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const size_t HD = size_t(hc) * D;
-  std::vector<float> x(size_t(m) * D), xn(size_t(m) * D);
+  std::vector<float> x(size_t(m) * D);
+  xn.assign(size_t(m) * D, 0.0f);
   for (int i = 0; i < m; ++i) {
-    hc_pre(s.h.data() + size_t(first + i) * HD, s.pre.data() + size_t(first + i) * hc, hc, D,
-           x.data() + size_t(i) * D);
+    hc_pre(h + size_t(i) * HD, pre + size_t(i) * hc, hc, D, x.data() + size_t(i) * D);
     k_.rms_norm(x.data() + size_t(i) * D, D, w_.norm, float(cfg_.rms_norm_eps),
                 xn.data() + size_t(i) * D);
   }
@@ -125,7 +126,6 @@ void Transformer::head(const Ctx& ctx, const Stream& s, int first, int m, int64_
   hw.w = reinterpret_cast<const uint8_t*>(w_.head);
   hw.name = "head";
   linear(ctx, hw, xn.data(), m, logits, LinearOut::kF32);
-  if (dump_.active()) dump_.f32("final_norm", p0 + first, xn.data(), {m, D});
 }
 
 void Transformer::forward(SequenceState& st, const int32_t* ids, int n, int64_t p0,
@@ -138,13 +138,42 @@ void Transformer::forward(SequenceState& st, const int32_t* ids, int n, int64_t 
 
 ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n, int64_t p0,
                                    const ForwardOptions& opt, float* logits) const {
-  ForwardResult res;
-  if (n <= 0) return res;
+  BatchItem it;
+  it.state = &st;
+  it.ids = ids;
+  it.n = n;
+  it.first_pos = p0;
+  it.opt = opt;
+  it.logits = logits;
+  forward_batch(std::span<BatchItem>(&it, 1));
+  if (it.error) std::rethrow_exception(it.error);
+  return it.result;
+}
+
+// The plan of one item: which rows the encoder (stage 1: layers below the CED split) and the
+// decoder (stage 2: the split and up) run on, and the passes they run with.
+struct Transformer::Member {
+  BatchItem* it = nullptr;
+  bool ced = false;        // CED mode on a model with a CED split
+  bool completes = false;  // the call completes the prompt (always for exact calls)
+  int64_t s_rep = 0;       // first decoder position (exact: first_pos)
+  bool truncated = false;  // decoder window attention truncated at s_rep
+  std::unique_ptr<ForwardPass> fp;  // stage 1 (exact calls: both stages, one Top-K table)
+  std::unique_ptr<ForwardPass> fd;  // stage 2 of a completing CED call
+  int row1 = 0;                     // first row in the stage-1 stream
+  int row2 = -1, m2 = 0;            // rows in the stage-2 stream (-1: no decoder rows)
+};
+
+void Transformer::plan(BatchItem& it, Member& mb) const {
+  SequenceState& st = *it.state;
+  const int n = it.n;
+  const int64_t p0 = it.first_pos;
+  const ForwardOptions& opt = it.opt;
   if (p0 != st.n_tokens)
     throw std::runtime_error("forward: first_pos " + std::to_string(p0) +
                              " does not follow the state's " + std::to_string(st.n_tokens) +
                              " tokens");
-  check_ids(ids, n);
+  check_ids(it.ids, n);
   const bool ced = opt.mode == PrefillMode::kCed && ced_layer_ >= 0;
   const bool completes = opt.completes_prompt || !ced;
   if (!ced && st.prompt_open())
@@ -153,7 +182,7 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
                              " tokens): complete it in CED mode");
   if (!completes && opt.logits != LogitsWanted::kNone)
     throw std::runtime_error("forward: an open CED chunk (completes_prompt = false) has no logits");
-  if (opt.logits != LogitsWanted::kNone && !logits)
+  if (opt.logits != LogitsWanted::kNone && !it.logits)
     throw std::runtime_error("forward: logits asked for but no output buffer given");
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const CompressedKv& c = st.compressed[size_t(l)];
@@ -164,14 +193,9 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
                                std::to_string(p0) +
                                " tokens (a truncated state: call replay first)");
   }
-  const Ctx ctx{k_, pool_};
-  const int hc = cfg_.hc_mult, D = cfg_.hidden_size, W = cfg_.sliding_window;
-  const int L = cfg_.num_hidden_layers;
-  const size_t HD = size_t(hc) * D;
+  const int W = cfg_.sliding_window;
   const int64_t N = p0 + n;
-
   // decoder rows of this call: [s_rep, N); the encoder runs on [p0, N)
-  const int c = ced ? ced_layer_ : L;
   int64_t s_rep = p0;
   bool truncated = false;
   if (ced && completes) {
@@ -193,51 +217,96 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
   }
   check_window(st, p0, 0);
   if (ced && completes) check_window(st, s_rep, truncated ? s_rep : 0);
+  mb.it = &it;
+  mb.ced = ced;
+  mb.completes = completes;
+  mb.s_rep = s_rep;
+  mb.truncated = truncated;
+  mb.fp = std::make_unique<ForwardPass>(cfg_, st, n, p0);
+  mb.fp->dump = &dump_;
+}
 
-  ForwardPass fp(cfg_, st, n, p0);
-  fp.dump = &dump_;
+void Transformer::forward_batch(std::span<BatchItem> items) const {
+  // validate every item before touching any state; refused items are left out
+  std::vector<Member> mem;
+  mem.reserve(items.size());
+  for (BatchItem& it : items) {
+    it.result = ForwardResult{};
+    it.error = nullptr;
+    if (it.n <= 0) continue;
+    try {
+      for (const Member& o : mem)
+        if (o.it->state == it.state)
+          throw std::runtime_error("forward_batch: two items of one batch name the same state");
+      Member m;
+      plan(it, m);
+      mem.push_back(std::move(m));
+    } catch (...) {
+      it.error = std::current_exception();
+    }
+  }
+  if (mem.empty()) return;
 
-  std::vector<std::vector<int64_t>> erows;
-  const int hist = int(st.engram_history.size());
-  engram_rows(ids, n, p0, st.engram_history.data(), hist, erows);
+  const Ctx ctx{k_, pool_};
+  const int hc = cfg_.hc_mult, D = cfg_.hidden_size, W = cfg_.sliding_window;
+  const int L = cfg_.num_hidden_layers;
+  const size_t HD = size_t(hc) * D;
+  const int c = ced_layer_ >= 0 ? ced_layer_ : L;  // stage 1: layers [0, c), stage 2: [c, L)
 
-  Stream s(n, hc, D);
-  embed(ids, n, s);
+  // stage 1: every item's rows [p0, N) through the encoder layers
+  int n1 = 0;
+  for (Member& m : mem) {
+    m.row1 = n1;
+    n1 += m.it->n;
+  }
+  std::vector<Segment> segs1;
+  for (Member& m : mem) segs1.push_back({m.fp.get(), m.row1});
+  std::vector<std::vector<int64_t>> erows(engrams_.size());
+  const size_t ncols = layout_.layer_ids.empty() ? 0 : size_t(layout_.n_cols());
+  for (size_t l = 0; l < engrams_.size(); ++l)
+    if (engrams_[l]) erows[l].resize(size_t(n1) * ncols);
+  Stream s(n1, hc, D);
+  for (Member& m : mem) {
+    const BatchItem& it = *m.it;
+    const SequenceState& st = *it.state;
+    std::vector<std::vector<int64_t>> er;
+    engram_rows(it.ids, it.n, it.first_pos, st.engram_history.data(),
+                int(st.engram_history.size()), er);
+    for (size_t l = 0; l < engrams_.size(); ++l)
+      if (engrams_[l]) std::copy(er[l].begin(), er[l].end(), erows[l].begin() + long(m.row1 * ncols));
+    embed(it.ids, it.n, s, m.row1);
+  }
   for (int l = 0; l < c; ++l) {
     if (engrams_[size_t(l)])
-      engrams_[size_t(l)]->forward(ctx, s.h.data(), n, erows[size_t(l)].data());
-    blocks_[size_t(l)]->forward(ctx, s.h.data(), s.pre.data(), fp);
+      engrams_[size_t(l)]->forward(ctx, s.h.data(), n1, erows[size_t(l)].data());
+    blocks_[size_t(l)]->forward(ctx, s.h.data(), s.pre.data(), segs1);
   }
 
   // Engram history after this call
-  if (!layout_.layer_ids.empty()) {
-    std::vector<int32_t> mapped = st.engram_history;
-    for (int i = 0; i < n; ++i) mapped.push_back(token_map_[size_t(ids[i])]);
-    const size_t keep = size_t(layout_.max_ngram_size - 1);
-    const size_t from = mapped.size() > keep ? mapped.size() - keep : 0;
-    st.engram_history.assign(mapped.begin() + long(from), mapped.end());
-  }
-
-  if (!ced) {
-    st.n_tokens = st.dec_tokens = N;
-    if (opt.logits == LogitsWanted::kNone) return res;
-    int first = n - 1;
-    if (opt.logits == LogitsWanted::kAll) first = 0;
-    if (opt.logits == LogitsWanted::kReplay) first = std::max(0, n - W);
-    head(ctx, s, first, n - first, p0, logits);
-    res.logits_first_pos = p0 + first;
-    res.logits_rows = n - first;
-    res.replay_start = p0;
-    res.decoder_rows = n;
-    return res;
-  }
+  if (!layout_.layer_ids.empty())
+    for (Member& m : mem) {
+      SequenceState& st = *m.it->state;
+      std::vector<int32_t> mapped = st.engram_history;
+      for (int i = 0; i < m.it->n; ++i) mapped.push_back(token_map_[size_t(m.it->ids[i])]);
+      const size_t keep = size_t(layout_.max_ngram_size - 1);
+      const size_t from = mapped.size() > keep ? mapped.size() - keep : 0;
+      st.engram_history.assign(mapped.begin() + long(from), mapped.end());
+    }
 
   // CED encoder rows: the candidate source's global KV for every row of the call
-  blocks_[size_t(c)]->project_global(ctx, s.h.data(), s.pre.data(), fp);
-  st.n_tokens = N;
-
-  if (!completes) {
-    // keep the candidate-source input of the last W open positions for the completing chunk
+  std::vector<Segment> segs_ced;
+  for (Member& m : mem)
+    if (m.ced) segs_ced.push_back({m.fp.get(), m.row1});
+  if (!segs_ced.empty()) blocks_[size_t(c)]->project_global(ctx, s.h.data(), s.pre.data(), segs_ced);
+  for (Member& m : mem) {
+    if (!m.ced) continue;
+    SequenceState& st = *m.it->state;
+    const int n = m.it->n;
+    const int64_t p0 = m.it->first_pos;
+    st.n_tokens = p0 + n;
+    if (m.completes) continue;
+    // an open chunk keeps the candidate-source input of the last W open positions for the
+    // completing chunk
     StreamRows& cs = st.ced_stream;
     if (cs.rows == 0) cs.first = p0;
     const int i0 = std::max(0, n - W);  // older rows of a long chunk would be dropped anyway
@@ -248,8 +317,9 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
       cs.first = p0 + i0;
     }
     for (int i = i0; i < n; ++i) {
-      for (size_t d = 0; d < HD; ++d) cs.h.push_back(f32_to_bf16_bits(s.h[size_t(i) * HD + d]));
-      cs.pre.insert(cs.pre.end(), s.pre.begin() + long(i) * hc, s.pre.begin() + long(i + 1) * hc);
+      const size_t r = size_t(m.row1 + i);
+      for (size_t d = 0; d < HD; ++d) cs.h.push_back(f32_to_bf16_bits(s.h[r * HD + d]));
+      cs.pre.insert(cs.pre.end(), s.pre.begin() + long(r) * hc, s.pre.begin() + long(r + 1) * hc);
       ++cs.rows;
     }
     if (cs.rows > W) {
@@ -259,48 +329,115 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
       cs.rows = W;
       cs.first += drop;
     }
-    return res;
   }
 
-  // CED decoder rows [s_rep, N): the stream entering the candidate source, from the open
-  // prompt's kept rows (positions < p0) and this call's rows
-  const int m = int(N - s_rep);
-  Stream d(m, hc, D);
-  for (int i = 0; i < m; ++i) {
-    const int64_t pos = s_rep + i;
-    float* hd = d.h.data() + size_t(i) * HD;
-    float* pd = d.pre.data() + size_t(i) * hc;
-    if (pos < p0) {
-      const StreamRows& cs = st.ced_stream;
-      const size_t r = size_t(pos - cs.first);
-      for (size_t k = 0; k < HD; ++k) hd[k] = bf16_to_f32(cs.h[r * HD + k]);
-      std::copy_n(cs.pre.data() + r * hc, hc, pd);
+  // stage 2: the decoder rows. Exact calls continue with all their rows (and their stage-1
+  // pass); a completing CED call runs [s_rep, N), the stream entering the candidate source taken
+  // from the open prompt's kept rows (positions < p0) and this call's rows.
+  int n2 = 0;
+  for (Member& m : mem) {
+    if (m.ced && !m.completes) continue;
+    m.row2 = n2;
+    m.m2 = int(m.it->first_pos + m.it->n - m.s_rep);
+    n2 += m.m2;
+  }
+  Stream d(n2, hc, D);
+  std::vector<Segment> segs2;
+  for (Member& m : mem) {
+    if (m.row2 < 0) continue;
+    SequenceState& st = *m.it->state;
+    const int64_t p0 = m.it->first_pos;
+    for (int i = 0; i < m.m2; ++i) {
+      const int64_t pos = m.s_rep + i;
+      float* hd = d.h.data() + size_t(m.row2 + i) * HD;
+      float* pd = d.pre.data() + size_t(m.row2 + i) * hc;
+      if (pos < p0) {
+        const StreamRows& cs = st.ced_stream;
+        const size_t r = size_t(pos - cs.first);
+        for (size_t k = 0; k < HD; ++k) hd[k] = bf16_to_f32(cs.h[r * HD + k]);
+        std::copy_n(cs.pre.data() + r * hc, hc, pd);
+      } else {
+        const size_t r = size_t(m.row1) + size_t(pos - p0);
+        std::copy_n(s.h.data() + r * HD, HD, hd);
+        std::copy_n(s.pre.data() + r * hc, hc, pd);
+      }
+    }
+    if (m.ced) {
+      m.fd = std::make_unique<ForwardPass>(cfg_, st, m.m2, m.s_rep);
+      m.fd->dump = &dump_;
+      m.fd->win_start = m.truncated ? m.s_rep : 0;
+      m.fd->skip_compressor = true;  // the candidate source's rows were appended above
+      segs2.push_back({m.fd.get(), m.row2});
     } else {
-      const size_t r = size_t(pos - p0);
-      std::copy_n(s.h.data() + r * HD, HD, hd);
-      std::copy_n(s.pre.data() + r * hc, hc, pd);
+      segs2.push_back({m.fp.get(), m.row2});
     }
   }
-  ForwardPass fd(cfg_, st, m, s_rep);
-  fd.dump = &dump_;
-  fd.win_start = truncated ? s_rep : 0;
-  fd.skip_compressor = true;  // the candidate source's rows were appended above
-  for (int l = c; l < L; ++l) blocks_[size_t(l)]->forward(ctx, d.h.data(), d.pre.data(), fd);
-  st.dec_tokens = N;
-  st.ced_stream = StreamRows{};
-  if (truncated) st.window_from = std::max(st.window_from, s_rep);
+  for (int l = c; l < L && n2 > 0; ++l)
+    blocks_[size_t(l)]->forward(ctx, d.h.data(), d.pre.data(), segs2);
 
-  res.replay_start = s_rep;
-  res.decoder_rows = m;
-  res.truncated = truncated;
-  if (opt.logits == LogitsWanted::kNone) return res;
-  int first = m - 1;
-  if (opt.logits == LogitsWanted::kReplay) first = 0;
-  if (opt.logits == LogitsWanted::kAll) first = int(p0 - s_rep);
-  head(ctx, d, first, m - first, s_rep, logits);
-  res.logits_first_pos = s_rep + first;
-  res.logits_rows = m - first;
-  return res;
+  // states and results; the logits rows each item wants (rows of the stage-2 stream)
+  struct Want {
+    Member* m;
+    int first, rows;  // in the member's decoder rows
+  };
+  std::vector<Want> wants;
+  for (Member& m : mem) {
+    if (m.row2 < 0) continue;
+    BatchItem& it = *m.it;
+    SequenceState& st = *it.state;
+    const int64_t N = it.first_pos + it.n;
+    ForwardResult& res = it.result;
+    if (m.ced) {
+      st.dec_tokens = N;
+      st.ced_stream = StreamRows{};
+      if (m.truncated) st.window_from = std::max(st.window_from, m.s_rep);
+      res.truncated = m.truncated;
+    } else {
+      st.n_tokens = st.dec_tokens = N;
+    }
+    res.replay_start = m.s_rep;
+    res.decoder_rows = m.m2;
+    if (it.opt.logits == LogitsWanted::kNone) continue;
+    int first = m.m2 - 1;
+    if (it.opt.logits == LogitsWanted::kReplay) first = std::max(0, m.m2 - (m.ced ? m.m2 : W));
+    if (it.opt.logits == LogitsWanted::kAll) first = int(it.first_pos - m.s_rep);
+    res.logits_first_pos = m.s_rep + first;
+    res.logits_rows = m.m2 - first;
+    wants.push_back({&m, first, m.m2 - first});
+  }
+
+  // the head: single-row wants (decode steps, prompt ends) share one GEMM over the batch;
+  // a many-row want writes its own buffer directly
+  const int64_t V = cfg_.vocab_size;
+  std::vector<float> xn;
+  auto dump_rows = [&](const Want& w, const float* rows) {
+    if (dump_.active())
+      dump_.f32("final_norm", w.m->s_rep + w.first, rows, {w.rows, D});
+  };
+  std::vector<const Want*> singles;
+  for (const Want& w : wants) {
+    if (w.rows == 1 && wants.size() > 1) {
+      singles.push_back(&w);
+      continue;
+    }
+    const size_t r = size_t(w.m->row2 + w.first);
+    head(ctx, d.h.data() + r * HD, d.pre.data() + r * hc, w.rows, w.m->it->logits, xn);
+    dump_rows(w, xn.data());
+  }
+  if (!singles.empty()) {
+    const int m = int(singles.size());
+    std::vector<float> hh(size_t(m) * HD), pp(size_t(m) * hc), lg(size_t(m) * size_t(V));
+    for (int i = 0; i < m; ++i) {
+      const size_t r = size_t(singles[size_t(i)]->m->row2 + singles[size_t(i)]->first);
+      std::copy_n(d.h.data() + r * HD, HD, hh.data() + size_t(i) * HD);
+      std::copy_n(d.pre.data() + r * hc, hc, pp.data() + size_t(i) * hc);
+    }
+    head(ctx, hh.data(), pp.data(), m, lg.data(), xn);
+    for (int i = 0; i < m; ++i) {
+      std::copy_n(lg.data() + size_t(i) * size_t(V), size_t(V), singles[size_t(i)]->m->it->logits);
+      dump_rows(*singles[size_t(i)], xn.data() + size_t(i) * D);
+    }
+  }
 }
 
 int64_t Transformer::replay(SequenceState& st, std::span<const int32_t> ids,

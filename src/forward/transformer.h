@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <vector>
@@ -57,6 +58,19 @@ struct ForwardResult {
   bool truncated = false;     // decoder window attention was truncated at replay_start
 };
 
+// One sequence's call inside a batched forward (Transformer::forward_batch): the same arguments
+// as forward(), the result, and the refusal when this item could not run.
+struct BatchItem {
+  SequenceState* state = nullptr;
+  const int32_t* ids = nullptr;
+  int n = 0;
+  int64_t first_pos = 0;
+  ForwardOptions opt;
+  float* logits = nullptr;
+  ForwardResult result;      // out
+  std::exception_ptr error;  // out: what forward() would have thrown (the state is unchanged)
+};
+
 class Transformer {
  public:
   // engram_token_map: token id -> compressed id (text::build_engram_token_map); required when the
@@ -82,6 +96,15 @@ class Transformer {
   ForwardResult forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
                         const ForwardOptions& opt, float* logits) const;
 
+  // Several sequences in one pass (continuous batching): every item is what forward() would do
+  // with it, bit for bit -- the rows of all items go through the row-wise work together (every
+  // GEMM, the MoE, mHC, the head read each weight once for the whole batch) and through the
+  // per-sequence work (window ring, compressor, indexer, attention) one sequence at a time.
+  // Items may mix decode steps, prefill chunks, open CED chunks and exact calls; they must name
+  // distinct states. An item refused by forward()'s checks gets `error` and is left out (state
+  // unchanged), the others run. Throws only on a failure during the computation itself.
+  void forward_batch(std::span<BatchItem> items) const;
+
   // The original entry point: EXACT mode, completes the prompt. logits: kAll -> [n, vocab],
   // kLast -> [1, vocab], kNone -> untouched (kReplay -> the last min(window, n) rows).
   void forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
@@ -102,10 +125,15 @@ class Transformer {
 
  private:
   struct Stream;  // h [rows, hc, D] + pre-mix [rows, hc] of a run of positions
-  void embed(const int32_t* ids, int n, Stream& s) const;
+  struct Member;  // a validated batch item and its row plan
+  void plan(BatchItem& it, Member& m) const;  // forward()'s checks; throws, changes nothing
+  void embed(const int32_t* ids, int n, Stream& s, int row0 = 0) const;
   void engram_rows(const int32_t* ids, int n, int64_t p0, const int32_t* hist_mapped, int hist,
                    std::vector<std::vector<int64_t>>& rows) const;
-  void head(const Ctx& ctx, const Stream& s, int first, int m, int64_t p0, float* logits) const;
+  // final collapse + norm + fp32 head of m contiguous rows h [m, hc, D], pre [m, hc]; the
+  // normalised rows go to xn [m, D] (for dumps)
+  void head(const Ctx& ctx, const float* h, const float* pre, int m, float* logits,
+            std::vector<float>& xn) const;
   void check_ids(const int32_t* ids, int n) const;
   void check_window(const SequenceState& st, int64_t first_query, int64_t trunc) const;
 

@@ -45,7 +45,20 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   return e;
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() { batcher_.reset(); }
+
+ForwardResult Engine::forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
+                              const ForwardOptions& opt, float* logits) {
+  if (batcher_) return batcher_->forward(state, ids, n, first_pos, opt, logits);
+  std::lock_guard<std::mutex> lk(forward_mu_);
+  return model_->forward(state, ids, n, first_pos, opt, logits);
+}
+
+void Engine::enable_batching(BatcherOptions opt) {
+  if (!batcher_) batcher_ = std::make_unique<ForwardBatcher>(*model_, forward_mu_, opt);
+}
+
+BatcherStats Engine::batcher_stats() const { return batcher_ ? batcher_->stats() : BatcherStats{}; }
 
 bool Engine::is_stop_token(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();

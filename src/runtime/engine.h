@@ -4,9 +4,11 @@
 // `cedar run`, `cedar bench` and the server share (docs/RUNNING.md).
 //
 // The Transformer is immutable, but its ThreadPool is not reentrant: forward calls on one Engine
-// must not overlap. Callers that share an Engine across threads (the server) take
-// forward_mutex() around each forward call; Generator does so per prefill chunk / decode step,
-// so several generations on one Engine interleave step by step.
+// must not overlap. Engine::forward() is safe from any thread: it runs the call under
+// forward_mutex(), or, once enable_batching() was called (the server), hands it to a
+// ForwardBatcher that runs the calls of all threads waiting at that moment as one batched pass
+// (continuous batching). Generator goes through Engine::forward for every prefill chunk and
+// decode step.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include "forward/kernel_table.h"
 #include "forward/thread_pool.h"
 #include "forward/transformer.h"
+#include "runtime/batcher.h"
 #include "model/checkpoint.h"
 #include "text/chat_encoder.h"
 #include "text/chat_request.h"
@@ -54,6 +57,15 @@ class Engine {
   const Transformer& model() const { return *model_; }
   ThreadPool& pool() { return *pool_; }
   std::mutex& forward_mutex() { return forward_mu_; }
+
+  // Transformer::forward, safe to call from any thread (see above).
+  ForwardResult forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
+                        const ForwardOptions& opt, float* logits);
+  // From now on forward() calls of concurrent threads share batched passes. Call before the
+  // threads start; a second call changes nothing.
+  void enable_batching(BatcherOptions opt = {});
+  // The batcher's counters (all zero without batching).
+  BatcherStats batcher_stats() const;
   int threads() const { return pool_->size(); }
 
   // Ids that end an assistant turn: eos_token_id (1) and, as optional safety (v41-interface
@@ -80,6 +92,7 @@ class Engine {
   std::unique_ptr<Transformer> model_;
   std::vector<int32_t> stop_ids_;
   std::mutex forward_mu_;
+  std::unique_ptr<ForwardBatcher> batcher_;  // declared last: stopped before the model goes
 };
 
 }  // namespace cedar::runtime

@@ -107,9 +107,8 @@ void Generator::forward(const int32_t* ids, int n, bool want_logits, bool comple
   fo.mode = opt.exact_prefill ? PrefillMode::kExact : PrefillMode::kCed;
   fo.completes_prompt = completes_prompt;
   fo.logits = want_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
-  std::lock_guard<std::mutex> lk(engine_.forward_mutex());
-  engine_.model().forward(state_, ids, n, int64_t(tokens_.size()), fo,
-                          want_logits ? logits->data() : nullptr);
+  engine_.forward(state_, ids, n, int64_t(tokens_.size()), fo,
+                  want_logits ? logits->data() : nullptr);
   tokens_.insert(tokens_.end(), ids, ids + n);
 }
 
@@ -237,7 +236,16 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
         break;
       }
       const int64_t pos = int64_t(tokens_.size());
-      const int32_t id = sampler.sample(std::span<const float>(logits), pos);
+      int32_t id = 0;
+      if (opt.forced) {
+        if (res.tokens.size() >= opt.forced->size()) {
+          res.finish = FinishReason::kStop;
+          break;
+        }
+        id = (*opt.forced)[res.tokens.size()];
+      } else {
+        id = sampler.sample(std::span<const float>(logits), pos);
+      }
       res.tokens.push_back(id);
       if (cb.on_token) cb.on_token(id);
       if (in_reasoning) ++res.usage.reasoning_tokens;

@@ -12,8 +12,9 @@
 //             itself is never emitted), then the OutputParser (reasoning / content / tool-call
 //             events). With parse_output = false the text goes out as content deltas unparsed.
 //
-// Not thread-safe: one Generator per concurrent request (they may share one Engine; each forward
-// call is taken under Engine::forward_mutex()).
+// Not thread-safe: one Generator per concurrent request. Generators may share one Engine: every
+// forward call goes through Engine::forward (batched with the other generators' calls when the
+// engine has batching on).
 #pragma once
 
 #include <atomic>
@@ -68,6 +69,9 @@ struct GenerationOptions {
   text::ParserOptions parser;     // start state (Prompt::start), tools, tool-call id prefix
   bool use_prefix_cache = true;   // consult the hook (if any) for this request
   const std::atomic<bool>* cancel = nullptr;  // checked between forward calls
+  // Test hook: these ids replace the sampled ones, in order, and go through the model and the
+  // output path exactly like sampled ids; when they run out the completion ends (kStop).
+  const std::vector<int32_t>* forced = nullptr;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };

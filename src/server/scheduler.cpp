@@ -2,88 +2,36 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 
 #include "server/api_error.h"
-#include "text/incremental_decoder.h"
 
 namespace cedar::server {
 
-// --- TurnGate ----------------------------------------------------------------------------------
+// --- The prefix-cache wrapper that reports how much was restored -----------------------------
 
-void TurnGate::acquire() {
-  std::unique_lock<std::mutex> lk(mu_);
-  const uint64_t t = next_++;
-  cv_.wait(lk, [&] { return serving_ == t; });
-}
-
-void TurnGate::release() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++serving_;
-  }
-  cv_.notify_all();
-}
-
-void TurnGate::yield() {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (next_ == serving_ + 1) return;  // nobody is waiting: keep the turn
-  ++serving_;
-  const uint64_t t = next_++;
-  cv_.notify_all();
-  cv_.wait(lk, [&] { return serving_ == t; });
-}
-
-namespace {
-
-struct GateHold {
-  explicit GateHold(TurnGate& g) : gate(g) { gate.acquire(); }
-  ~GateHold() { gate.release(); }
-  TurnGate& gate;
-};
-
-}  // namespace
-
-// --- The prefix-cache wrapper that also cuts prefills into turns -------------------------------
-
-// The generator cuts its prefill at multiples of interval() and calls offer(kInterval) there:
-// this wrapper reports an interval that divides both the real cache's interval and the turn
-// size, passes offers through at the cache's own multiples, and yields the gate at every cut.
-class Scheduler::ChunkHook : public runtime::PrefixCacheHook {
+class Scheduler::RestoreHook : public runtime::PrefixCacheHook {
  public:
-  ChunkHook(runtime::PrefixCacheHook* inner, TurnGate* gate, int64_t chunk)
-      : inner_(inner), gate_(gate), chunk_(std::max<int64_t>(1, chunk)) {}
+  explicit RestoreHook(runtime::PrefixCacheHook* inner) : inner_(inner) {}
 
   int64_t restore(runtime::Engine& engine, std::span<const int32_t> ids, int64_t max_len,
                   SequenceState* state) override {
     last_restore = inner_ ? inner_->restore(engine, ids, max_len, state) : 0;
     return last_restore;
   }
-  int64_t interval() const override {
-    const int64_t iv = inner_ ? inner_->interval() : 0;
-    return iv > 0 ? std::gcd(iv, chunk_) : chunk_;
-  }
+  int64_t interval() const override { return inner_ ? inner_->interval() : 0; }
   void offer(std::span<const int32_t> ids, const SequenceState& state, Point where) override {
-    if (where == Point::kInterval) {
-      const int64_t iv = inner_ ? inner_->interval() : 0;
-      if (iv > 0 && int64_t(ids.size()) % iv == 0) inner_->offer(ids, state, where);
-      gate_->yield();
-    } else if (inner_) {
-      inner_->offer(ids, state, where);
-    }
+    if (inner_) inner_->offer(ids, state, where);
   }
 
   int64_t last_restore = 0;
 
  private:
   runtime::PrefixCacheHook* inner_;
-  TurnGate* gate_;
-  int64_t chunk_;
 };
 
 struct Scheduler::Slot {
   int index = 0;
-  std::unique_ptr<ChunkHook> hook;
+  std::unique_ptr<RestoreHook> hook;
   std::unique_ptr<runtime::Generator> gen;
   std::shared_ptr<Job> job;     // assigned job (guarded by Scheduler::mu_)
   std::vector<int32_t> tokens;  // the generator's tokens while idle (guarded by mu_)
@@ -102,11 +50,14 @@ Scheduler::Scheduler(runtime::Engine& engine, runtime::PrefixCacheHook* cache, S
                            : std::numeric_limits<int32_t>::max();
   if (model_ctx > 0) ctx_ = std::min(ctx_, model_ctx);
   if (const auto id = engine.tokenizer().token_to_id(text::kThinkEnd)) think_end_id_ = *id;
+  runtime::BatcherOptions bo;
+  bo.max_rows = std::max(1, opt_.batch_rows);
+  engine_.enable_batching(bo);
   const int n = std::max(1, opt_.parallel);
   for (int i = 0; i < n; ++i) {
     auto s = std::make_unique<Slot>();
     s->index = i;
-    s->hook = std::make_unique<ChunkHook>(cache_, &gate_, opt_.prefill_chunk);
+    s->hook = std::make_unique<RestoreHook>(cache_);
     s->gen = std::make_unique<runtime::Generator>(engine_, s->hook.get());
     slots_.push_back(std::move(s));
   }
@@ -222,11 +173,13 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
 
   runtime::GenerationOptions opt;
   opt.sampling = spec.sampling;
-  opt.max_tokens = spec.forced ? 1 : spec.max_tokens;
+  opt.max_tokens = spec.max_tokens;
   opt.ctx_size = ctx_;
   opt.prefill_chunk = std::max<int64_t>(1, opt_.prefill_chunk);
   opt.parse_output = false;  // the pipeline parses (answer-only stop strings, test hook)
   opt.cancel = &job.halt_flag();
+  // Test hook: the forced ids replace the sampled ones and run through the model like them.
+  if (spec.forced) opt.forced = &*spec.forced;
 
   bool started = false;
   auto start = [&] {
@@ -242,20 +195,16 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   runtime::GenerationCallbacks cb;
   cb.on_token = [&](int32_t id) {
     start();
-    if (spec.forced) return;  // the prefill's sample is replaced by the forced ids
     pipe.on_token(id, think_end_id_);
     if (metrics_) metrics_->add_completion_tokens(1);
-    gate_.yield();  // one decode token per active request per round
   };
   cb.on_event = [&](const text::ParseEvent& e) {
-    if (spec.forced) return;
     if (pipe.on_text(e.text, &evs)) job.halt_flag() = true;  // stop sequence: end it
     job.push(&evs);
   };
 
   Finish fin = Finish::kStop;
   try {
-    GateHold hold(gate_);
     const runtime::GenerationResult res = gen.generate(spec.prompt, opt, cb);
     usage.prompt_tokens = res.usage.prompt_tokens;
     usage.cached_tokens = res.usage.cached_tokens;
@@ -270,41 +219,6 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
       case runtime::FinishReason::kCancelled:
         fin = pipe.stopped() ? Finish::kStop : Finish::kCancelled;
         break;
-    }
-    if (spec.forced && res.finish != runtime::FinishReason::kCancelled) {
-      start();
-      // Test hook: emit the forced ids as if sampled (same limits and pipeline, no forward).
-      text::IncrementalDecoder dec(engine_.tokenizer());
-      const int64_t room = ctx_ - T;
-      const int64_t limit = spec.max_tokens > 0 ? std::min(spec.max_tokens, room) : room;
-      int64_t n = 0;
-      fin = Finish::kStop;
-      bool ended = false;
-      for (const int32_t id : *spec.forced) {
-        if (job.halt_flag()) {
-          fin = pipe.stopped() ? Finish::kStop : Finish::kCancelled;
-          ended = true;
-          break;
-        }
-        if (n >= limit) {
-          fin = Finish::kLength;
-          ended = true;
-          break;
-        }
-        pipe.on_token(id, think_end_id_);
-        ++n;
-        if (metrics_) metrics_->add_completion_tokens(1);
-        if (engine_.is_stop_token(id)) {
-          ended = true;
-          break;
-        }
-        if (pipe.on_text(dec.push(id), &evs)) job.halt_flag() = true;
-        job.push(&evs);
-        gate_.yield();
-      }
-      (void)ended;
-      if (pipe.on_text(dec.flush(), &evs)) job.halt_flag() = true;
-      if (pipe.stopped()) fin = Finish::kStop;
     }
   } catch (const std::exception& e) {
     start();

@@ -2,16 +2,11 @@
 //
 // Each slot owns a runtime::Generator (its session state is reused when the next prompt extends
 // it, so jobs are dispatched to the idle slot whose tokens share the longest prefix with the
-// prompt) and runs on its own thread. Forward calls are serialised through a FIFO TurnGate that a
-// slot holds only for one step at a time:
-//   * a decoding slot yields the gate after every sampled token (one decode token per active
-//     request per round);
-//   * a prefilling slot yields after every `prefill_chunk` prompt tokens (the generator cuts its
-//     prefill at that interval through a PrefixCacheHook wrapper), so a long prompt does not
-//     stall the others' decoding.
-// That is round-robin time slicing of one sequence per forward call. A batched forward over
-// several sequences (continuous batching proper) does not exist in the runtime yet; when it does,
-// the gate's round becomes one batched step. See docs/SERVER.md.
+// prompt) and runs on its own thread. The engine runs with batching on (runtime::ForwardBatcher):
+// the forward calls of all slots that are waiting at the same moment -- one decode step per
+// decoding request, prefill chunks of `prefill_chunk` prompt tokens -- go through the model as
+// one batched pass (continuous batching), so a long prompt is fed in chunks next to the decoders
+// instead of stalling them. See docs/SERVER.md.
 #pragma once
 
 #include <atomic>
@@ -30,24 +25,11 @@
 
 namespace cedar::server {
 
-// A FIFO ticket lock: whoever waits longest runs next.
-class TurnGate {
- public:
-  void acquire();
-  void release();
-  // Lets every slot that is waiting now run one step first (no-op when nobody waits).
-  void yield();
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  uint64_t next_ = 0, serving_ = 0;
-};
-
 struct SchedulerOptions {
   int parallel = 4;             // slots (requests generated concurrently)
   int64_t ctx_size = 0;         // prompt + completion limit; <= 0: the model's
-  int64_t prefill_chunk = 128;  // prompt tokens per turn
+  int64_t prefill_chunk = 128;  // prompt tokens per forward call (one chunk per pass)
+  int batch_rows = 512;         // rows per batched pass (runtime::BatcherOptions::max_rows)
   int max_queue = 256;          // waiting requests beyond which submit() answers 503
 };
 
@@ -71,7 +53,7 @@ class Scheduler {
 
  private:
   struct Slot;
-  class ChunkHook;
+  class RestoreHook;
   void slot_loop(Slot* slot);
   Outcome run(Slot* slot, Job& job);  // the job's events are pushed, the outcome returned
   void dispatch_locked();
@@ -82,7 +64,6 @@ class Scheduler {
   Metrics* metrics_;
   int64_t ctx_ = 0;
   int32_t think_end_id_ = -1;
-  TurnGate gate_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -24,14 +24,13 @@
 #include "model/checkpoint.h"
 #include "text/engram_token_map.h"
 #include "text/tokenizer.h"
+#include "tiny_fixture.h"
 
 namespace cedar {
 namespace {
 
-std::string cedar_bin() {
-  const char* e = std::getenv("CEDAR_BIN");
-  return e && *e ? e : CEDAR_BIN;
-}
+using testutil::bit_equal;
+using testutil::cedar_bin;
 
 class Ced : public ::testing::Test {
  protected:
@@ -114,10 +113,6 @@ std::vector<int32_t>* Ced::map_ = nullptr;
 ThreadPool* Ced::pool_ = nullptr;
 Transformer* Ced::model_ = nullptr;
 std::vector<int32_t>* Ced::ids_ = nullptr;
-
-bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 void expect_same_global(const SequenceState& a, const SequenceState& b) {
   ASSERT_EQ(a.compressed.size(), b.compressed.size());

@@ -20,16 +20,15 @@
 #include "model/checkpoint.h"
 #include "text/engram_token_map.h"
 #include "text/tokenizer.h"
+#include "tiny_fixture.h"
 
 namespace cedar {
 namespace {
 
-std::string cedar_bin() {
-  const char* e = std::getenv("CEDAR_BIN");
-  return e && *e ? e : CEDAR_BIN;
-}
-
-int run(const std::string& cmd) { return std::system((cmd + " > /dev/null 2>&1").c_str()); }
+using testutil::bit_equal;
+using testutil::cedar_bin;
+using testutil::expect_same_state;
+int run(const std::string& cmd) { return testutil::run_quiet(cmd); }
 
 class TinyModel : public ::testing::Test {
  protected:
@@ -88,29 +87,6 @@ std::vector<int32_t>* TinyModel::map_ = nullptr;
 ThreadPool* TinyModel::pool_ = nullptr;
 Transformer* TinyModel::model_ = nullptr;
 std::vector<int32_t>* TinyModel::ids_ = nullptr;
-
-bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void expect_same_state(const SequenceState& a, const SequenceState& b) {
-  EXPECT_EQ(a.n_tokens, b.n_tokens);
-  EXPECT_EQ(a.engram_history, b.engram_history);
-  ASSERT_EQ(a.window.size(), b.window.size());
-  for (size_t l = 0; l < a.window.size(); ++l) {
-    EXPECT_EQ(a.window[l].codes, b.window[l].codes) << "layer " << l;
-    EXPECT_EQ(a.window[l].scales, b.window[l].scales) << "layer " << l;
-    const auto &ca = a.compressed[l], &cb = b.compressed[l];
-    EXPECT_EQ(ca.n_rows, cb.n_rows) << "layer " << l;
-    EXPECT_EQ(ca.kv_fp4, cb.kv_fp4) << "layer " << l;
-    EXPECT_EQ(ca.kv_scale, cb.kv_scale) << "layer " << l;
-    EXPECT_EQ(ca.ik_fp4, cb.ik_fp4) << "layer " << l;
-    EXPECT_EQ(ca.ik_scale, cb.ik_scale) << "layer " << l;
-    EXPECT_EQ(ca.n_tail, cb.n_tail) << "layer " << l;
-    EXPECT_EQ(ca.tail_k, cb.tail_k) << "layer " << l;
-    EXPECT_EQ(ca.tail_z, cb.tail_z) << "layer " << l;
-  }
-}
 
 TEST_F(TinyModel, ChunkedPrefillAndDecodeAreBitIdenticalToOneShot) {
   SequenceState st_one;

@@ -45,13 +45,15 @@ int cmd_serve(int argc, char** argv) {
        {"api-key", "", true,
         "require this key (Authorization: Bearer / x-api-key); "
         "default $CEDAR_API_KEY, none if unset"},
-       {"parallel", "", true, "requests generated concurrently (default 4)"},
+       {"parallel", "", true,
+        "requests generated concurrently, decoded together in batched passes (default 8)"},
        {"ctx-size", "c", true,
         "context limit per request, prompt + completion "
         "(default: the model's)"},
        {"threads", "t", true, "worker threads for the forward (default: all cores)"},
        {"model-name", "", true, "model id reported by /v1/models (default deepseek-v4-flash)"},
-       {"prefill-chunk", "", true, "prompt tokens per scheduling turn (default 128)"},
+       {"prefill-chunk", "", true, "prompt tokens per forward call of a prefill (default 128)"},
+       {"batch-rows", "", true, "token rows per batched forward pass (default 512)"},
        {"max-queue", "", true, "waiting requests before 503 overloaded (default 256)"},
        {"max-body", "", true, "request body limit in bytes (default 16777216)"},
        {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
@@ -72,7 +74,7 @@ int cmd_serve(int argc, char** argv) {
   }
   const std::string host = args.get("host", "127.0.0.1");
   const int port = int(positive(args, "port", 8080, 65535));
-  const int parallel = int(positive(args, "parallel", 4, 1024));
+  const int parallel = int(positive(args, "parallel", 8, 1024));
   if (parallel < 1) throw std::runtime_error("--parallel must be at least 1");
 
   server::ServerConfig cfg;
@@ -108,6 +110,7 @@ int cmd_serve(int argc, char** argv) {
   so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);
   so.prefill_chunk = std::max<long long>(1, positive(args, "prefill-chunk", 128, 1 << 20));
   so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
+  so.batch_rows = int(std::max<long long>(1, positive(args, "batch-rows", 512, 1 << 20)));
   // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as
   // prompt_cache_hit_tokens.
   std::unique_ptr<runtime::PrefixCache> cache;

@@ -238,6 +238,7 @@ void HttpServer::routes() {
   });
   s.Get("/metrics", [this](const Request&, Response& res) {
     metrics_.set_queue(scheduler_.queued(), scheduler_.active());
+    metrics_.set_batch(engine_.batcher_stats());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   for (const char* p : {"/v1/models", "/models"})

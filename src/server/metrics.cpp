@@ -68,6 +68,17 @@ std::string Metrics::prometheus() const {
           cancelled_);
   gauge("cedar_requests_queued", "Requests waiting for a slot.", queued_);
   gauge("cedar_requests_active", "Requests being generated.", active_);
+  runtime::BatcherStats b;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    b = batch_;
+  }
+  counter("cedar_forward_passes_total", "Batched forward passes run.", int64_t(b.passes));
+  counter("cedar_forward_calls_total",
+          "Forward calls (decode steps, prefill chunks) served by those passes.", int64_t(b.calls));
+  counter("cedar_forward_rows_total", "Token rows computed by those passes.", int64_t(b.rows));
+  gauge("cedar_forward_pass_max_calls", "The most forward calls one pass has served.",
+        double(b.max_calls));
   gauge("cedar_decode_tokens_per_second", "Generated tokens per second over the last 10 s.",
         decode_rate(10.0));
   return s;

@@ -1,6 +1,7 @@
 // Server counters, exported as Prometheus text on GET /metrics: requests by status, tokens
 // (prompt, cached, computed, completion), cancellations, queue and active gauges, and the
-// aggregate decode rate over a sliding window.
+// aggregate decode rate over a sliding window, and the continuous-batching counters (passes,
+// calls and rows per pass).
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "runtime/batcher.h"
 
 namespace cedar::server {
 
@@ -22,6 +25,12 @@ class Metrics {
   void set_queue(int queued, int active) {
     queued_ = queued;
     active_ = active;
+  }
+
+  // The batcher's counters, as of now (set before prometheus()).
+  void set_batch(const runtime::BatcherStats& b) {
+    std::lock_guard<std::mutex> lk(mu_);
+    batch_ = b;
   }
 
   // Completion tokens per second over the last `window` seconds.
@@ -39,6 +48,7 @@ class Metrics {
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, completion_tokens_{0};
   std::atomic<int64_t> cancelled_{0};
   std::atomic<int> queued_{0}, active_{0};
+  runtime::BatcherStats batch_;  // guarded by mu_
 };
 
 }  // namespace cedar::server

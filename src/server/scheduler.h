@@ -26,7 +26,7 @@
 namespace cedar::server {
 
 struct SchedulerOptions {
-  int parallel = 4;             // slots (requests generated concurrently)
+  int parallel = 8;             // slots (requests generated concurrently)
   int64_t ctx_size = 0;         // prompt + completion limit; <= 0: the model's
   int64_t prefill_chunk = 128;  // prompt tokens per forward call (one chunk per pass)
   int batch_rows = 512;         // rows per batched pass (runtime::BatcherOptions::max_rows)

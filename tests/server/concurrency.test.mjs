@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import { startServer, parseSse } from './helpers.mjs';
 
 let server;
-before(async () => { server = await startServer(['--parallel', '8', '--keepalive-ms', '200']); });
+before(async () => { server = await startServer(['--parallel', '16', '--keepalive-ms', '200']); });
 after(async () => {
   const { code, signal } = await server.stop();
   assert.equal(signal, null, server.stderr);
@@ -49,12 +49,30 @@ async function rawStream(i) {
   return u.completion_tokens;
 }
 
+function metric(text, name) {
+  const line = text.split('\n').find((l) => l.startsWith(name + ' '));
+  assert.ok(line, `${name} in /metrics`);
+  return Number(line.split(' ')[1]);
+}
+
 test(`${N} concurrent raw SSE streams finish with correct framing`, async () => {
+  const before = await (await fetch(server.url + '/metrics')).text();
   const counts = await Promise.all(Array.from({ length: N }, (_, i) => rawStream(i)));
   assert.equal(counts.length, N);
   const h = await (await fetch(server.url + '/health')).json();
   assert.equal(h.active, 0);
   assert.equal(h.queued, 0);
+  // continuous batching: the streams' forward calls shared passes (fewer passes than calls,
+  // and some pass served several requests at once)
+  const after = await (await fetch(server.url + '/metrics')).text();
+  const passes = metric(after, 'cedar_forward_passes_total') -
+                 metric(before, 'cedar_forward_passes_total');
+  const calls = metric(after, 'cedar_forward_calls_total') -
+                metric(before, 'cedar_forward_calls_total');
+  assert.ok(calls >= counts.reduce((s, n) => s + n, 0), `calls ${calls}`);
+  assert.ok(passes < calls, `passes ${passes} < calls ${calls}`);
+  assert.ok(metric(after, 'cedar_forward_pass_max_calls') >= 4,
+            'some pass decoded at least 4 requests together');
 });
 
 test(`${N} concurrent streams through the official client`, async () => {

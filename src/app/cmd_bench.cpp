@@ -98,6 +98,9 @@ int cmd_bench(int argc, char** argv) {
        {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
        {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
        {"seed", "", true, "prompt token seed (default 1)"},
+       {"batch", "", true,
+        "comma-separated batch sizes: decode that many copies of the first prompt's state "
+        "together in batched passes (default 1,4,16; 0: skip)"},
        {"json", "", false, "print one JSON object instead of the table"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
@@ -111,6 +114,11 @@ int cmd_bench(int argc, char** argv) {
   eo.threads = int(threads);
   eo.kernels = args.get("kernels", "ref");
   const std::vector<int64_t> sizes = parse_sizes(args.get("prompt", "256,1024"));
+  const std::string batch_arg = args.get("batch", "1,4,16");
+  const std::vector<int64_t> batches =
+      batch_arg == "0" ? std::vector<int64_t>{} : parse_sizes(batch_arg);
+  for (int64_t b : batches)
+    if (b > 4096) throw std::runtime_error("--batch sizes must be in 1..4096");
   const long long gen = args.get_int("gen", 32);
   const long long reps = args.get_int("reps", 3);
   const long long bw_mib = args.get_int("bw-mib", 1024);
@@ -179,6 +187,8 @@ int cmd_bench(int argc, char** argv) {
     return s;
   };
 
+  SequenceState batch_state;  // the first prompt's state after its prefill (batched decode)
+  int32_t batch_tok = 0;
   for (int64_t n : sizes) {
     if (!as_json) std::fprintf(stderr, "cedar bench: prompt %lld...\n", (long long)n);
     const std::vector<int32_t> ids = make_prompt(n, V, uint64_t(seed));
@@ -221,6 +231,10 @@ int cmd_bench(int argc, char** argv) {
     // Decode after the default (CED) prefill when it ran, else after the exact one.
     SequenceState& st = want_ced ? st_ced : st_ex;
     int32_t tok = argmax((want_ced ? last_ced : last_ex).data(), V);
+    if (n == sizes.front()) {
+      batch_state = st;
+      batch_tok = tok;
+    }
     ForwardOptions dopt;
     dopt.logits = LogitsWanted::kLast;
     std::vector<double> step_s;
@@ -322,6 +336,62 @@ int cmd_bench(int argc, char** argv) {
     table += line;
   }
 
+  // Batched decode (continuous batching): B sequences at the first prompt's context decoded
+  // together, one forward_batch per step. The weights are read once per pass, so the bytes a
+  // token costs fall towards the KV's as B grows.
+  json batch_runs = json::array();
+  std::string btable;
+  double base_rate = 0;
+  for (int64_t B : batches) {
+    if (!as_json) std::fprintf(stderr, "cedar bench: batched decode x%lld...\n", (long long)B);
+    std::vector<SequenceState> states(size_t(B), batch_state);
+    std::vector<int32_t> toks(size_t(B), batch_tok);
+    for (int64_t b = 0; b < B; ++b) toks[size_t(b)] = int32_t((batch_tok + 7919 * b) % V);
+    std::vector<float> lg(size_t(B) * size_t(V));
+    std::vector<BatchItem> items(static_cast<size_t>(B));
+    std::vector<double> pass_s;
+    for (long long g = 0; g < gen; ++g) {
+      for (int64_t b = 0; b < B; ++b) {
+        BatchItem& it = items[size_t(b)];
+        it.state = &states[size_t(b)];
+        it.ids = &toks[size_t(b)];
+        it.n = 1;
+        it.first_pos = states[size_t(b)].n_tokens;
+        it.opt = ForwardOptions{};
+        it.logits = lg.data() + size_t(b) * size_t(V);
+      }
+      const auto t0 = Clock::now();
+      model.forward_batch(std::span<BatchItem>(items));
+      pass_s.push_back(since(t0));
+      for (int64_t b = 0; b < B; ++b) {
+        if (items[size_t(b)].error) std::rethrow_exception(items[size_t(b)].error);
+        toks[size_t(b)] = argmax(lg.data() + size_t(b) * size_t(V), V);
+      }
+    }
+    const double med = bench::median(pass_s);
+    const double rate = double(B) / med;
+    if (base_rate == 0) base_rate = rate;
+    const int64_t ctx_mid = batch_state.n_tokens + gen / 2;
+    const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid);
+    const double bytes = double(tr.weights()) + double(B) * double(tr.kv());
+    const double gbs = bytes / med;
+    batch_runs.push_back({{"batch", B},
+                          {"context_mid", ctx_mid},
+                          {"median_pass_s", med},
+                          {"tokens_per_s", rate},
+                          {"gain_vs_first", rate / base_rate},
+                          {"bytes_per_pass", bytes},
+                          {"bytes_per_token", bytes / double(B)},
+                          {"achieved_gb_s", gbs / 1e9},
+                          {"ratio_bandwidth", gbs / bw.median}});
+    std::snprintf(line, sizeof line,
+                  "  %-6lld %9.4f %10.2f   x%-6.2f %9.2f MB/token -> %7.2f GB/s = %5.1f%% of read "
+                  "bandwidth\n",
+                  (long long)B, med, rate, rate / base_rate, bytes / double(B) / 1e6, gbs / 1e9,
+                  100.0 * gbs / bw.median);
+    btable += line;
+  }
+
   if (as_json) {
     json out = {{"model",
                  {{"dir", eo.model_dir},
@@ -336,7 +406,8 @@ int cmd_bench(int argc, char** argv) {
                  {{"read_bandwidth", probe_json(bw, "GB/s", 1e9)},
                   {"fma_peak", probe_json(fma, "GFLOP/s", 1e9)},
                   {"kernel_gemm_peak", probe_json(refp, "GFLOP/s", 1e9)}}},
-                {"runs", runs}};
+                {"runs", runs},
+                {"batched_decode", batch_runs}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -361,6 +432,14 @@ int cmd_bench(int argc, char** argv) {
   std::printf("  %-7s %-6s %9s %10s %11s %10s %9s %8s %8s\n", "prompt", "plan", "time_s", "tok/s",
               "GFLOP/row", "GEMM/row", "GFLOP/s", "%FMA", "%kern");
   std::printf("%s", table.c_str());
+  if (!batches.empty()) {
+    std::printf(
+        "\nbatched decode: B copies of the %lld-token prompt's state, one batched pass per step "
+        "(median of %lld passes); bytes = weights once per pass + B x KV\n",
+        (long long)batch_state.n_tokens, gen);
+    std::printf("  %-6s %9s %10s   %-7s %s\n", "batch", "pass_s", "tok/s", "gain", "traffic");
+    std::printf("%s", btable.c_str());
+  }
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "text/dsml.h"
 #include "text/incremental_decoder.h"
@@ -223,6 +224,7 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
 
   bool in_reasoning = opt.parse_output && opt.parser.start == text::GenerationStart::kReasoning;
   std::string raw;  // decoded completion, for spotting the end of the reasoning
+  std::unordered_map<int32_t, int> penalty_counts;  // completion tokens so far (penalties)
   const auto t1 = Clock::now();
   bool finished = false;
   if (int64_t(tokens_.size()) < T) {  // cancelled during prefill
@@ -244,8 +246,11 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
         }
         id = (*opt.forced)[res.tokens.size()];
       } else {
+        if (opt.sampling.has_penalties())
+          apply_penalties(std::span<float>(logits), penalty_counts, opt.sampling);
         id = sampler.sample(std::span<const float>(logits), pos);
       }
+      if (opt.sampling.has_penalties()) ++penalty_counts[id];
       res.tokens.push_back(id);
       if (cb.on_token) cb.on_token(id);
       if (in_reasoning) ++res.usage.reasoning_tokens;

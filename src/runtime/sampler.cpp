@@ -44,6 +44,20 @@ void SamplingParams::validate() const {
   if (!(top_p > 0.0 && top_p <= 1.0)) throw std::invalid_argument("top_p must be in (0, 1]");
   if (!(min_p >= 0.0 && min_p <= 1.0)) throw std::invalid_argument("min_p must be in [0, 1]");
   if (top_k < 0) throw std::invalid_argument("top_k must be >= 0");
+  if (!(frequency_penalty >= -2.0 && frequency_penalty <= 2.0))
+    throw std::invalid_argument("frequency_penalty must be in [-2, 2]");
+  if (!(presence_penalty >= -2.0 && presence_penalty <= 2.0))
+    throw std::invalid_argument("presence_penalty must be in [-2, 2]");
+}
+
+void apply_penalties(std::span<float> logits, const std::unordered_map<int32_t, int>& counts,
+                     const SamplingParams& p) {
+  if (!p.has_penalties()) return;
+  for (const auto& [id, c] : counts) {
+    if (c <= 0 || id < 0 || size_t(id) >= logits.size()) continue;
+    logits[size_t(id)] = float(double(logits[size_t(id)]) - p.frequency_penalty * double(c) -
+                               p.presence_penalty);
+  }
 }
 
 double sample_uniform(uint64_t seed, uint64_t position) {

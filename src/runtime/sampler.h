@@ -4,6 +4,8 @@
 // thread count, batching, chunking or how many samples were drawn before.
 //
 // Pipeline (always in this order; docs/RUNNING.md):
+//   0. penalties     (Generator, apply_penalties) logit_i -= frequency * c_i + presence * [c_i > 0]
+//                    with c_i the count of token i among the completion's tokens so far
 //   1. temperature   z_i = logit_i / T             (T <= 0: greedy argmax, ties -> lowest id)
 //   2. top-k         keep the k largest z (ties -> lower id first); k <= 0 disables
 //   3. softmax       p_i = exp(z_i - max z) / sum, in double, over the kept tokens
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -29,7 +32,10 @@ struct SamplingParams {
   double top_p = 1.0;        // in (0, 1]; 1: off
   double min_p = 0.0;        // in [0, 1]; 0: off
   uint64_t seed = 0;
+  double frequency_penalty = 0.0;  // in [-2, 2]; per earlier occurrence in the completion
+  double presence_penalty = 0.0;   // in [-2, 2]; once for any earlier occurrence
 
+  bool has_penalties() const { return frequency_penalty != 0.0 || presence_penalty != 0.0; }
   bool greedy() const { return temperature <= 0.0 || top_k == 1; }
   // Throws std::invalid_argument naming the parameter when out of range.
   void validate() const;
@@ -52,6 +58,11 @@ std::vector<Candidate> sampling_candidates(std::span<const float> logits, const 
 
 // Step 6 with an explicit u in [0, 1).
 int32_t pick_candidate(const std::vector<Candidate>& cands, double u);
+
+// Step 0 (OpenAI's formula): logits[t] -= frequency_penalty * counts(t) + presence_penalty for
+// every token t with counts(t) > 0. counts: token -> occurrences.
+void apply_penalties(std::span<float> logits, const std::unordered_map<int32_t, int>& counts,
+                     const SamplingParams& p);
 
 // Argmax, ties to the lowest id.
 int32_t argmax(std::span<const float> logits);

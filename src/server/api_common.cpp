@@ -49,6 +49,8 @@ runtime::SamplingParams sampling_of(const SamplingOptions& s) {
   p.top_p = s.top_p;
   p.top_k = s.top_k;
   p.min_p = s.min_p;
+  p.frequency_penalty = s.frequency_penalty;
+  p.presence_penalty = s.presence_penalty;
   // No seed: a fresh one per request (OpenAI semantics); with a seed, reproducible.
   p.seed =
       s.seed ? *s.seed : std::random_device{}() * 0x9E3779B97F4A7C15ull + uint64_t(unix_time());

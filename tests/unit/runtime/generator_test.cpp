@@ -14,8 +14,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -480,6 +482,80 @@ TEST(Generator, StopTokensIncludeEosAndTurnOpeners) {
   EXPECT_TRUE(e->is_stop_token(*e->tokenizer().token_to_id("<｜Assistant｜>")));  // 128804
   EXPECT_FALSE(e->is_stop_token(0));
   EXPECT_FALSE(e->is_stop_token(*e->tokenizer().token_to_id("</think>")));
+}
+
+// Frequency / presence penalties: the generator's greedy tokens equal a hand-written loop over
+// the Transformer that subtracts OpenAI's penalty terms from the raw logits before the argmax.
+TEST(Generator, PenaltiesFollowOpenAIsFormula) {
+  Engine* e = load(2);
+  const Prompt p = e->encode_raw("Repeat after me: la la la la la la");
+  const int64_t V = e->config().vocab_size;
+  std::vector<std::vector<int32_t>> runs;
+  for (const auto& [freq, pres] : {std::pair{0.0, 0.0}, std::pair{1.5, 0.0}, std::pair{0.0, 2.0},
+                                   std::pair{-0.5, 1.0}, std::pair{-2.0, -2.0}}) {
+    GenerationOptions o = greedy(20);
+    o.sampling.frequency_penalty = freq;
+    o.sampling.presence_penalty = pres;
+    Generator g(*e);
+    const auto got = g.generate(p.ids, o);
+    SequenceState st = e->model().new_state();
+    std::vector<float> lg(static_cast<size_t>(V));
+    e->forward(st, p.ids.data(), int(p.ids.size()), 0, ForwardOptions{}, lg.data());
+    std::map<int32_t, int> count;
+    std::vector<int32_t> want;
+    while (want.size() < 20) {
+      for (const auto& [id, c] : count)
+        lg[size_t(id)] = float(double(lg[size_t(id)]) - freq * c - pres);
+      const int32_t id = argmax(std::span<const float>(lg));
+      want.push_back(id);
+      ++count[id];
+      if (e->is_stop_token(id)) break;
+      e->forward(st, &id, 1, st.n_tokens, ForwardOptions{}, lg.data());
+    }
+    EXPECT_EQ(got.tokens, want) << "frequency " << freq << " presence " << pres;
+    runs.push_back(got.tokens);
+  }
+  // the penalties bite: random weights rarely repeat a token under greedy decoding, so the
+  // negative penalties (which reward repeats) must change the run
+  EXPECT_NE(runs[4], runs[0]);
+  GenerationOptions bad = greedy(2);
+  bad.sampling.presence_penalty = 2.5;
+  Generator g(*e);
+  EXPECT_THROW(g.generate(p.ids, bad), std::runtime_error);
+}
+
+// Several generators on one engine with batching on: their forward calls share passes, and every
+// generation gives the tokens it gives alone.
+TEST(Generator, BatchedGenerationsEqualGenerationsAlone) {
+  EngineOptions eo;
+  eo.model_dir = TinyModel::dir;
+  eo.threads = 2;
+  auto batched = Engine::load(eo);
+  batched->enable_batching();
+  Engine* plain = load(2);
+  std::vector<Prompt> prompts;
+  for (int i = 0; i < 6; ++i)
+    prompts.push_back(plain->encode_raw("Prompt number " + std::to_string(i) +
+                                        std::string(size_t(i * 40), 'x')));
+  std::vector<std::vector<int32_t>> alone, together(prompts.size());
+  for (const auto& p : prompts) {
+    GenerationOptions o = greedy(16);
+    o.prefill_chunk = 32;
+    alone.push_back(Generator(*plain).generate(p.ids, o).tokens);
+  }
+  std::vector<std::thread> th;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    th.emplace_back([&, i] {
+      GenerationOptions o = greedy(16);
+      o.prefill_chunk = 32;
+      together[i] = Generator(*batched).generate(prompts[i].ids, o).tokens;
+    });
+  for (auto& t : th) t.join();
+  EXPECT_EQ(alone, together);
+  const BatcherStats b = batched->batcher_stats();
+  EXPECT_GE(b.calls, 6u * 16u);
+  EXPECT_LT(b.passes, b.calls);  // calls shared passes
+  EXPECT_GE(b.max_calls, 2u);
 }
 
 TEST(Generator, RejectsBadInput) {

@@ -33,6 +33,21 @@ std::vector<double> softmax(const std::vector<float>& v, const std::vector<int32
   return e;
 }
 
+TEST(Sampler, PenaltiesSubtractFrequencyTimesCountPlusPresence) {
+  std::vector<float> v = {1.0f, 2.0f, 3.0f, 4.0f};
+  SamplingParams p;
+  p.frequency_penalty = 0.5;
+  p.presence_penalty = 0.25;
+  apply_penalties(std::span<float>(v), {{1, 2}, {3, 1}, {9, 4}}, p);  // id 9: outside, ignored
+  EXPECT_EQ(v, (std::vector<float>{1.0f, 2.0f - 1.0f - 0.25f, 3.0f, 4.0f - 0.5f - 0.25f}));
+  SamplingParams none;
+  std::vector<float> w = {1.0f, 2.0f};
+  apply_penalties(std::span<float>(w), {{0, 3}}, none);
+  EXPECT_EQ(w, (std::vector<float>{1.0f, 2.0f}));
+  p.frequency_penalty = 2.5;
+  EXPECT_THROW(p.validate(), std::invalid_argument);
+}
+
 TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   const std::vector<float> v = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f};
   EXPECT_EQ(argmax(v), 1);

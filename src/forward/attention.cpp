@@ -27,7 +27,6 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   const int rd = cfg_.qk_rope_head_dim, ql = cfg_.q_lora_rank, W = cfg_.sliding_window;
   const int l = plan_.layer;
   const float eps = float(cfg_.rms_norm_eps);
-  (void)D;
 
   // every row's segment and absolute position; rotary angles of those positions
   std::vector<int> seg_of(static_cast<size_t>(n));
@@ -78,18 +77,44 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
     std::vector<float> ringv;
   };
   std::vector<PerSeq> ps(segs.size());
+  // the row-wise halves of the compressor and the indexer over all rows that need them at once
+  // (the compressor's: the rows of the sequences that append here, gathered when not all do)
+  CompressorInput cin;
+  std::vector<int> cin_row(segs.size(), -1);
+  if (compressor_) {
+    int m = 0;
+    for (size_t g = 0; g < segs.size(); ++g)
+      if (!segs[g].fp->skip_compressor) {
+        cin_row[g] = m;
+        m += segs[g].fp->n;
+      }
+    if (m == n) {
+      compressor_->project(ctx, x, n, cin);
+    } else if (m > 0) {
+      std::vector<float> xs(size_t(m) * size_t(D));
+      for (size_t g = 0; g < segs.size(); ++g)
+        if (cin_row[g] >= 0)
+          std::copy_n(x + size_t(segs[g].row0) * D, size_t(segs[g].fp->n) * D,
+                      xs.data() + size_t(cin_row[g]) * D);
+      compressor_->project(ctx, xs.data(), m, cin);
+    }
+  }
+  IndexQueries iq;
+  if (indexer_) indexer_->project(ctx, x, qr.data(), n, pos_of.data(), iq);
   for (size_t g = 0; g < segs.size(); ++g) {
     ForwardPass& fp = *segs[g].fp;
     const size_t r0 = size_t(segs[g].row0);
     if (plan_.ratio > 0) {
-      if (compressor_ && !fp.skip_compressor) {
-        compressor_->forward(ctx, x + r0 * D, fp.n, fp.p0, fp.st.compressed.at(size_t(l)));
+      if (cin_row[g] >= 0) {
+        const size_t c0 = size_t(cin_row[g]) * size_t(hd);
+        compressor_->append(ctx, cin.k.data() + c0, cin.z.empty() ? nullptr : cin.z.data() + c0,
+                            fp.n, fp.p0, fp.st.compressed.at(size_t(l)));
       } else if (compressor_ && fp.rebuild_tails && plan_.ratio > 1) {
         CompressedKv& cache = fp.st.compressed.at(size_t(l));
         if (cache.n_tail != int((fp.p0 + fp.n) % plan_.ratio))
           compressor_->rebuild_tail(ctx, x + r0 * D, fp.n, fp.p0, cache);
       }
-      if (indexer_) indexer_->forward(ctx, x + r0 * D, qr.data() + r0 * ql, fp);
+      if (indexer_) indexer_->select(ctx, iq, int(r0), fp);
       ps[g].sel = &fp.topk.at(size_t(plan_.index_source));
       ps[g].ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
       if (ps[g].sel->size() != size_t(fp.n))

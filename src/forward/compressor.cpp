@@ -16,9 +16,28 @@ Compressor::Compressor(const ModelConfig& cfg, int layer, const LayerWeights& w,
 
 void Compressor::forward(const Ctx& ctx, const float* x, int n, int64_t p0,
                          CompressedKv& cache) const {
+  CompressorInput in;
+  project(ctx, x, n, in);
+  append(ctx, in.k.data(), in.z.data(), n, p0, cache);
+}
+
+void Compressor::project(const Ctx& ctx, const float* x, int n, CompressorInput& in) const {
+  const int hd = cfg_.head_dim;
+  in.k.assign(size_t(n) * size_t(hd), 0.0f);
+  if (ratio_ == 1) {
+    linear(ctx, w_.comp_wkv, x, n, in.k.data(), LinearOut::kBf16);
+    return;
+  }
+  // fp32 k and gate logits of every row (bf16 weights promoted: exact products)
+  in.z.assign(in.k.size(), 0.0f);
+  linear(ctx, w_.comp_wkv, x, n, in.k.data(), LinearOut::kF32);
+  linear(ctx, w_.comp_wgate, x, n, in.z.data(), LinearOut::kF32);
+}
+
+void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int n, int64_t p0,
+                        CompressedKv& cache) const {
   const int r = ratio_, hd = cfg_.head_dim, ihd = cfg_.index_head_dim;
-  const int rd = cfg_.qk_rope_head_dim, D = cfg_.hidden_size;
-  (void)D;
+  const int rd = cfg_.qk_rope_head_dim;
   if (cache.n_rows != p0 / r || cache.n_tail != int(p0 % r))
     throw std::runtime_error("layer " + std::to_string(layer_) +
                              ": compressor state does not match position " + std::to_string(p0));
@@ -29,25 +48,19 @@ void Compressor::forward(const Ctx& ctx, const float* x, int n, int64_t p0,
   if (r == 1) {
     n_new = n;
     lat.resize(size_t(n) * size_t(hd));
-    std::vector<float> raw(lat.size());
-    linear(ctx, w_.comp_wkv, x, n, raw.data(), LinearOut::kBf16);
     ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
-        ctx.k.rms_norm(raw.data() + i * hd, hd, w_.comp_norm, float(cfg_.rms_norm_eps),
+        ctx.k.rms_norm(kin + i * hd, hd, w_.comp_norm, float(cfg_.rms_norm_eps),
                        lat.data() + i * hd);
     });
   } else {
-    // fp32 k and gate logits of every chunk row (bf16 weights promoted: exact products)
-    std::vector<float> k(size_t(n) * size_t(hd)), z(size_t(n) * size_t(hd));
-    linear(ctx, w_.comp_wkv, x, n, k.data(), LinearOut::kF32);
-    linear(ctx, w_.comp_wgate, x, n, z.data(), LinearOut::kF32);
     // the parked tokens of the open group come first
     const int nt = cache.n_tail, total = nt + n;
     auto krow = [&](int t) {
-      return t < nt ? cache.tail_k.data() + size_t(t) * size_t(hd) : k.data() + size_t(t - nt) * hd;
+      return t < nt ? cache.tail_k.data() + size_t(t) * size_t(hd) : kin + size_t(t - nt) * hd;
     };
     auto zrow = [&](int t) {
-      return t < nt ? cache.tail_z.data() + size_t(t) * size_t(hd) : z.data() + size_t(t - nt) * hd;
+      return t < nt ? cache.tail_z.data() + size_t(t) * size_t(hd) : zin + size_t(t - nt) * hd;
     };
     n_new = total / r;
     lat.resize(size_t(n_new) * size_t(hd));

@@ -62,35 +62,53 @@ Indexer::Indexer(const ModelConfig& cfg, int layer, const LayerWeights& w, const
     : cfg_(cfg), plan_(cfg.plan(layer)), w_(w), rope_(rope) {}
 
 void Indexer::forward(const Ctx& ctx, const float* x, const float* qr, ForwardPass& fp) const {
-  const int n = fp.n, IH = cfg_.index_n_heads, ihd = cfg_.index_head_dim;
-  const int rd = cfg_.qk_rope_head_dim, r = plan_.ratio, nb32 = ihd / 32;
-  const CompressedKv& cache = fp.st.compressed.at(size_t(plan_.kv_source));
-  const int64_t n_rows = cache.n_rows;
+  std::vector<int64_t> pos(static_cast<size_t>(fp.n));
+  for (int i = 0; i < fp.n; ++i) pos[size_t(i)] = fp.p0 + i;
+  IndexQueries q;
+  project(ctx, x, qr, fp.n, pos.data(), q);
+  select(ctx, q, 0, fp);
+}
 
+void Indexer::project(const Ctx& ctx, const float* x, const float* qr, int n, const int64_t* pos,
+                      IndexQueries& out) const {
+  const int IH = cfg_.index_n_heads, ihd = cfg_.index_head_dim;
+  const int rd = cfg_.qk_rope_head_dim, nb32 = ihd / 32;
   // queries: wq_b(qr) per head, RoPE at the query position, FP4 (UE8M0 / 32)
   std::vector<float> q(size_t(n) * size_t(IH) * size_t(ihd));
   linear(ctx, w_.idx_wq_b, qr, n, q.data());
-  std::vector<int8_t> qc(q.size());
-  std::vector<int> qe(size_t(n) * size_t(IH) * size_t(nb32));
+  out.qc.assign(q.size(), 0);
+  out.qe.assign(size_t(n) * size_t(IH) * size_t(nb32), 0);
+  int8_t* qc = out.qc.data();
+  int* qe = out.qe.data();
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     std::vector<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2));
     std::vector<uint8_t> packed(static_cast<size_t>(ihd / 2)), sc(static_cast<size_t>(nb32));
     for (int64_t i = i0; i < i1; ++i) {
-      rope_.angles(fp.p0 + i, cs.data(), sn.data());
+      rope_.angles(pos[i], cs.data(), sn.data());
       for (int h = 0; h < IH; ++h) {
         float* qh = q.data() + (i * IH + h) * ihd;
         ctx.k.rope(qh + ihd - rd, rd, cs.data(), sn.data(), false);
         ctx.k.fp4_act_quant_ue8m0(qh, ihd, packed.data(), sc.data());
-        unpack_fp4_ue8m0(packed.data(), ihd, qc.data() + (i * IH + h) * ihd);
+        unpack_fp4_ue8m0(packed.data(), ihd, qc + (i * IH + h) * ihd);
         for (int b = 0; b < nb32; ++b) qe[size_t((i * IH + h) * nb32 + b)] = sc[size_t(b)];
       }
     }
   });
   // per-head weights: bf16(f32(weights_proj(x) * f32(ihd^-0.5 * IH^-0.5)))
-  std::vector<float> wts(size_t(n) * size_t(IH));
-  linear(ctx, w_.idx_weights_proj, x, n, wts.data(), LinearOut::kBf16);
+  out.wts.assign(size_t(n) * size_t(IH), 0.0f);
+  linear(ctx, w_.idx_weights_proj, x, n, out.wts.data(), LinearOut::kBf16);
   const float cscale = float(std::pow(double(ihd), -0.5) * std::pow(double(IH), -0.5));
-  for (auto& v : wts) v = round_bf16(v * cscale);
+  for (auto& v : out.wts) v = round_bf16(v * cscale);
+}
+
+void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPass& fp) const {
+  const int n = fp.n, IH = cfg_.index_n_heads, ihd = cfg_.index_head_dim;
+  const int r = plan_.ratio, nb32 = ihd / 32;
+  const CompressedKv& cache = fp.st.compressed.at(size_t(plan_.kv_source));
+  const int64_t n_rows = cache.n_rows;
+  const int8_t* qc = iq.qc.data() + size_t(row0) * IH * ihd;
+  const int* qe = iq.qe.data() + size_t(row0) * IH * nb32;
+  const float* wts = iq.wts.data() + size_t(row0) * IH;
 
   // the index keys of the KV source, unpacked once per forward
   std::vector<int8_t> kc(size_t(n_rows) * size_t(ihd));
@@ -111,8 +129,8 @@ void Indexer::forward(const Ctx& ctx, const float* x, const float* qr, ForwardPa
       const int64_t n_vis = (p + 1) / r;
       if (n_vis > n_rows) throw std::runtime_error("indexer: compressed rows not yet appended");
       score.assign(size_t(n_vis), 0.0f);
-      score_rows(qc.data() + i * IH * ihd, qe.data() + i * IH * nb32, wts.data() + i * IH, IH, ihd,
-                 kc.data(), cache, n_vis, score.data());
+      score_rows(qc + i * IH * ihd, qe + i * IH * nb32, wts + i * IH, IH, ihd, kc.data(), cache,
+                 n_vis, score.data());
       if (plan_.is_candidate_source && n_vis > 0) {
         // level one: blocks of B rows scored by their best row; the query's newest block forced
         const int64_t nblk = (n_vis + B - 1) / B;

@@ -5,11 +5,21 @@
 // prefill, chunked prefill and decode select identical rows. Immutable after construction.
 #pragma once
 
+#include <vector>
+
 #include "forward/forward_pass.h"
 #include "forward/linear.h"
 #include "forward/rope.h"
 
 namespace cedar {
+
+// The index queries of a run of rows: FP4 codes (as small integers) and scale codes per head,
+// and the per-head weights. Row-wise, so a batch's rows are projected together.
+struct IndexQueries {
+  std::vector<int8_t> qc;  // [n, IH, ihd]
+  std::vector<int> qe;     // [n, IH, ihd/32]
+  std::vector<float> wts;  // [n, IH]
+};
 
 class Indexer {
  public:
@@ -19,6 +29,12 @@ class Indexer {
   // fp.topk[layer] (and fp.candidates at the candidate source).
   // ref: model.py Indexer.forward (query half), select_candidate_blocks
   void forward(const Ctx& ctx, const float* x, const float* qr, ForwardPass& fp) const;
+
+  // The two halves of forward(), for batches: project() the queries of all n rows (row i at
+  // position pos[i]), then select() per sequence with its rows [row0, row0 + fp.n) of q.
+  void project(const Ctx& ctx, const float* x, const float* qr, int n, const int64_t* pos,
+               IndexQueries& q) const;
+  void select(const Ctx& ctx, const IndexQueries& q, int row0, ForwardPass& fp) const;
 
  private:
   const ModelConfig& cfg_;

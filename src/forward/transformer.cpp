@@ -154,10 +154,10 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
 // decoder (stage 2: the split and up) run on, and the passes they run with.
 struct Transformer::Member {
   BatchItem* it = nullptr;
-  bool ced = false;        // CED mode on a model with a CED split
-  bool completes = false;  // the call completes the prompt (always for exact calls)
-  int64_t s_rep = 0;       // first decoder position (exact: first_pos)
-  bool truncated = false;  // decoder window attention truncated at s_rep
+  bool ced = false;                 // CED mode on a model with a CED split
+  bool completes = false;           // the call completes the prompt (always for exact calls)
+  int64_t s_rep = 0;                // first decoder position (exact: first_pos)
+  bool truncated = false;           // decoder window attention truncated at s_rep
   std::unique_ptr<ForwardPass> fp;  // stage 1 (exact calls: both stages, one Top-K table)
   std::unique_ptr<ForwardPass> fd;  // stage 2 of a completing CED call
   int row1 = 0;                     // first row in the stage-1 stream
@@ -270,10 +270,11 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     const BatchItem& it = *m.it;
     const SequenceState& st = *it.state;
     std::vector<std::vector<int64_t>> er;
-    engram_rows(it.ids, it.n, it.first_pos, st.engram_history.data(),
-                int(st.engram_history.size()), er);
+    engram_rows(it.ids, it.n, it.first_pos, st.engram_history.data(), int(st.engram_history.size()),
+                er);
     for (size_t l = 0; l < engrams_.size(); ++l)
-      if (engrams_[l]) std::copy(er[l].begin(), er[l].end(), erows[l].begin() + long(m.row1 * ncols));
+      if (engrams_[l])
+        std::copy(er[l].begin(), er[l].end(), erows[l].begin() + long(m.row1 * ncols));
     embed(it.ids, it.n, s, m.row1);
   }
   for (int l = 0; l < c; ++l) {
@@ -297,7 +298,8 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   std::vector<Segment> segs_ced;
   for (Member& m : mem)
     if (m.ced) segs_ced.push_back({m.fp.get(), m.row1});
-  if (!segs_ced.empty()) blocks_[size_t(c)]->project_global(ctx, s.h.data(), s.pre.data(), segs_ced);
+  if (!segs_ced.empty())
+    blocks_[size_t(c)]->project_global(ctx, s.h.data(), s.pre.data(), segs_ced);
   for (Member& m : mem) {
     if (!m.ced) continue;
     SequenceState& st = *m.it->state;
@@ -411,8 +413,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   const int64_t V = cfg_.vocab_size;
   std::vector<float> xn;
   auto dump_rows = [&](const Want& w, const float* rows) {
-    if (dump_.active())
-      dump_.f32("final_norm", w.m->s_rep + w.first, rows, {w.rows, D});
+    if (dump_.active()) dump_.f32("final_norm", w.m->s_rep + w.first, rows, {w.rows, D});
   };
   std::vector<const Want*> singles;
   for (const Want& w : wants) {

@@ -11,8 +11,7 @@ struct ForwardBatcher::Call {
   bool done = false;
 };
 
-ForwardBatcher::ForwardBatcher(const Transformer& model, std::mutex& forward_mu,
-                               BatcherOptions opt)
+ForwardBatcher::ForwardBatcher(const Transformer& model, std::mutex& forward_mu, BatcherOptions opt)
     : model_(model), forward_mu_(forward_mu), opt_(opt) {
   opt_.max_rows = std::max(1, opt_.max_rows);
   thread_ = std::thread([this] { worker(); });
@@ -33,8 +32,7 @@ BatcherStats ForwardBatcher::stats() const {
 }
 
 ForwardResult ForwardBatcher::forward(SequenceState& state, const int32_t* ids, int n,
-                                      int64_t first_pos, const ForwardOptions& opt,
-                                      float* logits) {
+                                      int64_t first_pos, const ForwardOptions& opt, float* logits) {
   Call call;
   call.item.state = &state;
   call.item.ids = ids;

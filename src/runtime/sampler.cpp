@@ -55,8 +55,8 @@ void apply_penalties(std::span<float> logits, const std::unordered_map<int32_t, 
   if (!p.has_penalties()) return;
   for (const auto& [id, c] : counts) {
     if (c <= 0 || id < 0 || size_t(id) >= logits.size()) continue;
-    logits[size_t(id)] = float(double(logits[size_t(id)]) - p.frequency_penalty * double(c) -
-                               p.presence_penalty);
+    logits[size_t(id)] =
+        float(double(logits[size_t(id)]) - p.frequency_penalty * double(c) - p.presence_penalty);
   }
 }
 

@@ -535,8 +535,8 @@ TEST(Generator, BatchedGenerationsEqualGenerationsAlone) {
   Engine* plain = load(2);
   std::vector<Prompt> prompts;
   for (int i = 0; i < 6; ++i)
-    prompts.push_back(plain->encode_raw("Prompt number " + std::to_string(i) +
-                                        std::string(size_t(i * 40), 'x')));
+    prompts.push_back(
+        plain->encode_raw("Prompt number " + std::to_string(i) + std::string(size_t(i * 40), 'x')));
   std::vector<std::vector<int32_t>> alone, together(prompts.size());
   for (const auto& p : prompts) {
     GenerationOptions o = greedy(16);

@@ -31,6 +31,8 @@ namespace {
 
 using testutil::bit_equal;
 using testutil::cedar_bin;
+using testutil::expect_same_global;
+using testutil::expect_same_state;
 
 class Ced : public ::testing::Test {
  protected:
@@ -114,33 +116,8 @@ ThreadPool* Ced::pool_ = nullptr;
 Transformer* Ced::model_ = nullptr;
 std::vector<int32_t>* Ced::ids_ = nullptr;
 
-void expect_same_global(const SequenceState& a, const SequenceState& b) {
-  ASSERT_EQ(a.compressed.size(), b.compressed.size());
-  for (size_t l = 0; l < a.compressed.size(); ++l) {
-    const auto &ca = a.compressed[l], &cb = b.compressed[l];
-    EXPECT_EQ(ca.n_rows, cb.n_rows) << "layer " << l;
-    EXPECT_EQ(ca.kv_fp4, cb.kv_fp4) << "layer " << l;
-    EXPECT_EQ(ca.kv_scale, cb.kv_scale) << "layer " << l;
-    EXPECT_EQ(ca.ik_fp4, cb.ik_fp4) << "layer " << l;
-    EXPECT_EQ(ca.ik_scale, cb.ik_scale) << "layer " << l;
-    EXPECT_EQ(ca.n_tail, cb.n_tail) << "layer " << l;
-    EXPECT_EQ(ca.tail_k, cb.tail_k) << "layer " << l;
-    EXPECT_EQ(ca.tail_z, cb.tail_z) << "layer " << l;
-  }
-  EXPECT_EQ(a.engram_history, b.engram_history);
-  EXPECT_EQ(a.n_tokens, b.n_tokens);
-}
-
 bool same_ring(const SequenceState& a, const SequenceState& b, size_t l) {
   return a.window[l].codes == b.window[l].codes && a.window[l].scales == b.window[l].scales;
-}
-
-void expect_same_state(const SequenceState& a, const SequenceState& b) {
-  expect_same_global(a, b);
-  for (size_t l = 0; l < a.window.size(); ++l) EXPECT_TRUE(same_ring(a, b, l)) << "layer " << l;
-  EXPECT_EQ(a.dec_tokens, b.dec_tokens);
-  EXPECT_EQ(a.window_from, b.window_from);
-  EXPECT_EQ(a.ced_stream.rows, b.ced_stream.rows);
 }
 
 TEST_F(Ced, TinyHasTheSplit) {

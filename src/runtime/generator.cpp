@@ -253,6 +253,8 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
       if (opt.sampling.has_penalties()) ++penalty_counts[id];
       res.tokens.push_back(id);
       if (cb.on_token) cb.on_token(id);
+      if (opt.top_logprobs >= 0 && cb.on_logprobs)
+        cb.on_logprobs(token_logprobs(std::span<const float>(logits), id, opt.top_logprobs));
       if (in_reasoning) ++res.usage.reasoning_tokens;
       if (engine_.is_stop_token(id)) {
         res.finish = FinishReason::kStop;

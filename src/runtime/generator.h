@@ -72,6 +72,8 @@ struct GenerationOptions {
   // Test hook: these ids replace the sampled ones, in order, and go through the model and the
   // output path exactly like sampled ids; when they run out the completion ends (kStop).
   const std::vector<int32_t>* forced = nullptr;
+  // >= 0: report every token's log-probability and this many alternatives (on_logprobs).
+  int top_logprobs = -1;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };
@@ -101,6 +103,8 @@ struct GenerationResult {
 struct GenerationCallbacks {
   std::function<void(const text::ParseEvent&)> on_event;  // reasoning / content / tool calls
   std::function<void(int32_t id)> on_token;               // every sampled id, in order
+  // after on_token, when GenerationOptions::top_logprobs >= 0
+  std::function<void(const TokenLogprobs&)> on_logprobs;
 };
 
 class Generator {

@@ -67,6 +67,28 @@ double sample_uniform(uint64_t seed, uint64_t position) {
   return double(h >> 11) * 0x1.0p-53;
 }
 
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t id, int top_n) {
+  if (logits.empty()) throw std::runtime_error("sampler: empty logits row");
+  double mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, double(v));
+  double s = 0;
+  for (float v : logits) s += std::exp(double(v) - mx);
+  const double lse = mx + std::log(s);
+  TokenLogprobs t;
+  t.id = id;
+  t.logprob = double(logits[size_t(id)]) - lse;
+  const size_t k = std::min(logits.size(), size_t(std::max(0, top_n)));
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+  std::partial_sort(order.begin(), order.begin() + long(k), order.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] ||
+           (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  for (size_t i = 0; i < k; ++i)
+    t.top.emplace_back(order[i], double(logits[size_t(order[i])]) - lse);
+  return t;
+}
+
 int32_t argmax(std::span<const float> logits) {
   if (logits.empty()) throw std::runtime_error("sampler: empty logits row");
   size_t best = 0;

@@ -64,6 +64,16 @@ int32_t pick_candidate(const std::vector<Candidate>& cands, double u);
 void apply_penalties(std::span<float> logits, const std::unordered_map<int32_t, int>& counts,
                      const SamplingParams& p);
 
+// The log-probabilities OpenAI's `logprobs` reports for a chosen token: log-softmax (in double)
+// of the row the sampler saw (after penalties, before temperature and the filters), for `id` and
+// the `top_n` most likely tokens (descending, ties -> lower id).
+struct TokenLogprobs {
+  int32_t id = 0;
+  double logprob = 0.0;
+  std::vector<std::pair<int32_t, double>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t id, int top_n);
+
 // Argmax, ties to the lowest id.
 int32_t argmax(std::span<const float> logits);
 

@@ -348,6 +348,8 @@ void AnthropicFormat::event(const CompletionEvent& e, const Outcome* outcome, st
     case K::kToolEnd:
       close_block(out);
       break;
+    case K::kLogprob:  // not part of the Messages API
+      break;
     case K::kDone: {
       close_block(out);
       if (!outcome) break;

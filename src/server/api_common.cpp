@@ -65,6 +65,7 @@ void finish_spec(const ApiContext& ctx, PreparedRequest* r) {
   r->spec.max_tokens = r->opts.max_tokens ? *r->opts.max_tokens : 0;
   r->spec.sampling = sampling_of(r->opts.sampling);
   r->spec.setup.stop = r->opts.stop;
+  r->spec.top_logprobs = r->opts.logprobs ? r->opts.top_logprobs : -1;
   if (r->opts.test_output) {
     const auto& tok = ctx.engine.tokenizer();
     std::vector<int32_t> ids = tok.encode(*r->opts.test_output, /*allow_special=*/true);
@@ -109,7 +110,9 @@ PreparedRequest prepare_completion(const ApiContext& ctx, const ojson& body, std
   r.model = require_model(body);
   r.id = std::move(id);
   r.created = unix_time();
-  r.opts = parse_request_options(body, ctx.cfg.test_hooks);
+  OptionNames names;
+  names.legacy_logprobs = true;
+  r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
   if (body.contains("messages"))
     throw ApiError(400,
                    "/v1/completions takes \"prompt\" (and \"suffix\"), not \"messages\": "

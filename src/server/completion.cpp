@@ -38,10 +38,31 @@ CompletionPipeline::CompletionPipeline(CompletionSetup setup)
 
 void CompletionPipeline::on_token(int32_t id, int32_t think_end_id) {
   ++out_.usage.completion_tokens;
+  last_was_answer_ = !in_reasoning_;
   if (in_reasoning_) {
     ++out_.usage.reasoning_tokens;
     if (id == think_end_id) in_reasoning_ = false;
   }
+}
+
+void CompletionPipeline::on_logprobs(const runtime::TokenLogprobs& t, const text::Tokenizer& tok,
+                                     bool stop_token, std::vector<CompletionEvent>* out) {
+  if (!last_was_answer_ || stop_token || stop_.matched()) return;
+  auto alt = [&](int32_t id, double lp) {
+    LogprobOut::Alt a;
+    tok.append_token_bytes(id, &a.bytes);
+    a.token = tok.decode(std::span<const int32_t>(&id, 1));
+    a.logprob = lp;
+    return a;
+  };
+  LogprobOut e;
+  e.tok = alt(t.id, t.logprob);
+  for (const auto& [id, lp] : t.top) e.top.push_back(alt(id, lp));
+  out_.logprobs.push_back(e);
+  CompletionEvent ev;
+  ev.kind = CompletionEvent::Kind::kLogprob;
+  ev.lp = std::move(e);
+  out->push_back(std::move(ev));
 }
 
 void CompletionPipeline::content(std::string_view s, std::vector<CompletionEvent>* out) {
@@ -49,7 +70,7 @@ void CompletionPipeline::content(std::string_view s, std::vector<CompletionEvent
   std::string emit = stop_.push(s);
   if (!emit.empty()) {
     out_.content += emit;
-    out->push_back({CompletionEvent::Kind::kContent, -1, std::move(emit), {}, {}, {}});
+    out->push_back({CompletionEvent::Kind::kContent, -1, std::move(emit), {}, {}, {}, {}});
   }
   if (stop_.matched()) out_.stop_sequence = stop_.matched_string();
 }
@@ -59,7 +80,7 @@ void CompletionPipeline::flush_content(std::vector<CompletionEvent>* out) {
   std::string emit = stop_.finish();
   if (!emit.empty()) {
     out_.content += emit;
-    out->push_back({CompletionEvent::Kind::kContent, -1, std::move(emit), {}, {}, {}});
+    out->push_back({CompletionEvent::Kind::kContent, -1, std::move(emit), {}, {}, {}, {}});
   }
 }
 
@@ -71,7 +92,7 @@ void CompletionPipeline::apply(const std::vector<text::ParseEvent>& evs,
     switch (e.kind) {
       case K::kReasoningDelta:
         out_.reasoning += e.text;
-        out->push_back({CompletionEvent::Kind::kReasoning, -1, e.text, {}, {}, {}});
+        out->push_back({CompletionEvent::Kind::kReasoning, -1, e.text, {}, {}, {}, {}});
         break;
       case K::kContentDelta:
         content(e.text, out);
@@ -79,15 +100,15 @@ void CompletionPipeline::apply(const std::vector<text::ParseEvent>& evs,
       case K::kToolCallBegin:
         flush_content(out);  // answer text before the calls block is complete
         out_.tool_calls.push_back({e.id, e.name, ""});
-        out->push_back({CompletionEvent::Kind::kToolBegin, e.index, {}, e.id, e.name, {}});
+        out->push_back({CompletionEvent::Kind::kToolBegin, e.index, {}, e.id, e.name, {}, {}});
         break;
       case K::kToolCallArguments:
         if (e.index >= 0 && size_t(e.index) < out_.tool_calls.size())
           out_.tool_calls[size_t(e.index)].arguments += e.text;
-        out->push_back({CompletionEvent::Kind::kToolArgs, e.index, e.text, {}, {}, {}});
+        out->push_back({CompletionEvent::Kind::kToolArgs, e.index, e.text, {}, {}, {}, {}});
         break;
       case K::kToolCallEnd:
-        out->push_back({CompletionEvent::Kind::kToolEnd, e.index, {}, {}, {}, {}});
+        out->push_back({CompletionEvent::Kind::kToolEnd, e.index, {}, {}, {}, {}, {}});
         break;
     }
   }

@@ -16,6 +16,7 @@
 
 #include "runtime/generator.h"
 #include "text/output_parser.h"
+#include "text/tokenizer.h"
 
 namespace cedar::server {
 
@@ -36,6 +37,18 @@ struct Usage {
 enum class Finish { kStop, kLength, kToolCalls, kCancelled, kError };
 const char* openai_finish_reason(Finish f);  // stop, length, tool_calls, (cancelled), (error)
 
+// One answer token's log-probability (OpenAI `logprobs.content[]`): its text (lossy UTF-8), raw
+// bytes, log-probability and the most likely alternatives.
+struct LogprobOut {
+  struct Alt {
+    std::string token;
+    std::string bytes;
+    double logprob = 0.0;
+  };
+  Alt tok;
+  std::vector<Alt> top;
+};
+
 struct ToolCallOut {
   std::string id, name, arguments;  // arguments: the streamed JSON object text
 };
@@ -49,6 +62,7 @@ struct Outcome {
   std::string stop_sequence;  // the stop string that ended the answer ("" if none)
   std::string error;          // kError: what went wrong
   Usage usage;
+  std::vector<LogprobOut> logprobs;  // answer tokens, when requested
 };
 
 // One streamed step of a completion.
@@ -60,12 +74,14 @@ struct CompletionEvent {
     kToolBegin,  // index, id, name
     kToolArgs,   // index, text (a fragment of the JSON arguments)
     kToolEnd,    // index
+    kLogprob,    // lp: an answer token's log-probability (before that token's text events)
     kDone,       // the Outcome is final
   };
   Kind kind = Kind::kContent;
   int index = -1;
   std::string text, id, name;
   Usage usage;  // kStarted: prompt_tokens and cached_tokens
+  LogprobOut lp;
 };
 
 struct CompletionSetup {
@@ -80,6 +96,10 @@ class CompletionPipeline {
 
   // One sampled token (stop tokens included, before its text, if any, is fed).
   void on_token(int32_t id, int32_t think_end_id);
+  // The log-probabilities of the token just given to on_token: recorded (and a kLogprob event
+  // appended) when it is an answer token -- not reasoning, not a stop token.
+  void on_logprobs(const runtime::TokenLogprobs& t, const text::Tokenizer& tok, bool stop_token,
+                   std::vector<CompletionEvent>* out);
   // Decoded completion text (any chunking). Appends events to *out. Returns true once a stop
   // sequence has matched: the caller should end generation.
   bool on_text(std::string_view text, std::vector<CompletionEvent>* out);
@@ -101,6 +121,7 @@ class CompletionPipeline {
   runtime::StopMatcher stop_;  // answer text only
   Outcome out_;
   bool in_reasoning_ = false;
+  bool last_was_answer_ = false;  // the last on_token's token is an answer token
   std::vector<text::ParseEvent> scratch_;
 };
 

@@ -262,13 +262,13 @@ void HttpServer::routes() {
             st->fmt = std::make_unique<ChatCompletionFormat>(
                 p.id, p.model, p.created,
                 p.spec.setup.parser.start == text::GenerationStart::kReasoning,
-                p.opts.include_usage);
+                p.opts.include_usage, p.opts.logprobs);
             break;
           }
           case Endpoint::kCompletion:
             p = prepare_completion(ctx_, body, new_id("cmpl-"));
-            st->fmt =
-                std::make_unique<CompletionFormat>(p.id, p.model, p.created, p.opts.include_usage);
+            st->fmt = std::make_unique<CompletionFormat>(p.id, p.model, p.created,
+                                                         p.opts.include_usage, p.opts.logprobs);
             break;
           case Endpoint::kResponses: {
             const std::string id = new_id("resp_");

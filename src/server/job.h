@@ -24,6 +24,7 @@ struct JobSpec {
   // Test hook (--enable-test-hooks): the completion the sampler is forced to produce. The
   // prompt is still prefilled by the model; then these ids are emitted instead of samples.
   std::optional<std::vector<int32_t>> forced;
+  int top_logprobs = -1;  // >= 0: report log-probabilities (runtime::GenerationOptions)
 };
 
 class Job {

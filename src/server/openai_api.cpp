@@ -30,13 +30,27 @@ std::string openai_stream_error(const std::string& message) {
 
 // --- Chat Completions --------------------------------------------------------------------------
 
+ojson openai_logprob(const LogprobOut& lp) {
+  auto alt = [](const LogprobOut::Alt& a) {
+    ojson bytes = ojson::array();
+    for (unsigned char c : a.bytes) bytes.push_back(int(c));
+    return ojson{{"token", a.token}, {"logprob", a.logprob}, {"bytes", std::move(bytes)}};
+  };
+  ojson e = alt(lp.tok);
+  ojson top = ojson::array();
+  for (const auto& a : lp.top) top.push_back(alt(a));
+  e["top_logprobs"] = std::move(top);
+  return e;
+}
+
 ChatCompletionFormat::ChatCompletionFormat(std::string id, std::string model, int64_t created,
-                                           bool thinking, bool include_usage)
+                                           bool thinking, bool include_usage, bool logprobs)
     : id_(std::move(id)),
       model_(std::move(model)),
       created_(created),
       thinking_(thinking),
-      include_usage_(include_usage) {}
+      include_usage_(include_usage),
+      logprobs_(logprobs) {}
 
 ojson ChatCompletionFormat::chunk(ojson delta, const char* finish_reason) const {
   ojson c = ojson::object();
@@ -74,6 +88,9 @@ void ChatCompletionFormat::event(const CompletionEvent& e, const Outcome* outcom
     case K::kStarted:
     case K::kToolEnd:
       break;
+    case K::kLogprob:
+      if (logprobs_) pending_.push_back(openai_logprob(e.lp));
+      break;
     case K::kReasoning: {
       ojson d = ojson::object();
       d["content"] = nullptr;
@@ -85,7 +102,12 @@ void ChatCompletionFormat::event(const CompletionEvent& e, const Outcome* outcom
       ojson d = ojson::object();
       d["content"] = e.text;
       if (thinking_) d["reasoning_content"] = nullptr;
-      *out += sse_data(chunk(std::move(d), nullptr));
+      ojson c = chunk(std::move(d), nullptr);
+      if (logprobs_ && !pending_.empty()) {
+        c["choices"][0]["logprobs"] = {{"content", std::move(pending_)}, {"refusal", nullptr}};
+        pending_ = ojson::array();
+      }
+      *out += sse_data(c);
       break;
     }
     case K::kToolBegin: {
@@ -111,6 +133,10 @@ void ChatCompletionFormat::event(const CompletionEvent& e, const Outcome* outcom
       d["content"] = "";
       if (thinking_) d["reasoning_content"] = nullptr;
       ojson c = chunk(std::move(d), openai_finish_reason(outcome->finish));
+      if (logprobs_ && !pending_.empty()) {  // tokens whose text ended in tool calls / held text
+        c["choices"][0]["logprobs"] = {{"content", std::move(pending_)}, {"refusal", nullptr}};
+        pending_ = ojson::array();
+      }
       c["usage"] = outcome->usage.openai();  // the last chunk always carries usage
       *out += sse_data(c);
       *out += kSseDone;
@@ -130,6 +156,11 @@ ojson ChatCompletionFormat::body(const Outcome& o) const {
   choice["index"] = 0;
   choice["message"] = openai_message(o);
   choice["logprobs"] = nullptr;
+  if (logprobs_) {
+    ojson content = ojson::array();
+    for (const auto& lp : o.logprobs) content.push_back(openai_logprob(lp));
+    choice["logprobs"] = {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
   choice["finish_reason"] = openai_finish_reason(o.finish);
   b["choices"] = ojson::array({std::move(choice)});
   b["usage"] = o.usage.openai();
@@ -139,11 +170,29 @@ ojson ChatCompletionFormat::body(const Outcome& o) const {
 // --- Completions (FIM) -------------------------------------------------------------------------
 
 CompletionFormat::CompletionFormat(std::string id, std::string model, int64_t created,
-                                   bool include_usage)
+                                   bool include_usage, bool logprobs)
     : id_(std::move(id)),
       model_(std::move(model)),
       created_(created),
-      include_usage_(include_usage) {}
+      include_usage_(include_usage),
+      logprobs_(logprobs) {}
+
+ojson CompletionFormat::legacy_logprobs(const std::vector<LogprobOut>& lps, int64_t* offset) {
+  ojson tokens = ojson::array(), lp = ojson::array(), top = ojson::array(), off = ojson::array();
+  for (const auto& e : lps) {
+    tokens.push_back(e.tok.token);
+    lp.push_back(e.tok.logprob);
+    ojson alts = ojson::object();
+    for (const auto& a : e.top) alts[a.token] = a.logprob;
+    top.push_back(std::move(alts));
+    off.push_back(*offset);
+    *offset += int64_t(e.tok.bytes.size());
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(lp)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(off)}};
+}
 
 ojson CompletionFormat::chunk(const std::string& text, const char* finish_reason) const {
   ojson c = ojson::object();
@@ -164,14 +213,25 @@ ojson CompletionFormat::chunk(const std::string& text, const char* finish_reason
 
 void CompletionFormat::event(const CompletionEvent& e, const Outcome* outcome, std::string* out) {
   using K = CompletionEvent::Kind;
-  if (e.kind == K::kContent) {
-    *out += sse_data(chunk(e.text, nullptr));
+  if (e.kind == K::kLogprob) {
+    if (logprobs_) pending_.push_back(e.lp);
+  } else if (e.kind == K::kContent) {
+    ojson c = chunk(e.text, nullptr);
+    if (logprobs_ && !pending_.empty()) {
+      c["choices"][0]["logprobs"] = legacy_logprobs(pending_, &offset_);
+      pending_.clear();
+    }
+    *out += sse_data(c);
   } else if (e.kind == K::kDone && outcome) {
     if (outcome->finish == Finish::kError) {
       *out += openai_stream_error(outcome->error);
       return;
     }
     ojson c = chunk("", openai_finish_reason(outcome->finish));
+    if (logprobs_ && !pending_.empty()) {
+      c["choices"][0]["logprobs"] = legacy_logprobs(pending_, &offset_);
+      pending_.clear();
+    }
     c["usage"] = outcome->usage.openai();
     *out += sse_data(c);
     *out += kSseDone;
@@ -189,6 +249,10 @@ ojson CompletionFormat::body(const Outcome& o) const {
   choice["text"] = o.content;
   choice["index"] = 0;
   choice["logprobs"] = nullptr;
+  if (logprobs_) {
+    int64_t offset = 0;
+    choice["logprobs"] = legacy_logprobs(o.logprobs, &offset);
+  }
   choice["finish_reason"] = openai_finish_reason(o.finish);
   b["choices"] = ojson::array({std::move(choice)});
   b["usage"] = o.usage.openai();

@@ -14,8 +14,10 @@ class ChatCompletionFormat : public StreamFormat {
  public:
   // `thinking`: the request generates reasoning first (the first delta carries
   // reasoning_content: "" and answer deltas carry reasoning_content: null).
+  // `logprobs`: the request asked for them (choice.logprobs = {content, refusal}; a streamed
+  // chunk carries the entries of the tokens whose text it holds).
   ChatCompletionFormat(std::string id, std::string model, int64_t created, bool thinking,
-                       bool include_usage);
+                       bool include_usage, bool logprobs = false);
   void event(const CompletionEvent& e, const Outcome* outcome, std::string* out) override;
   ojson body(const Outcome& o) const override;
 
@@ -25,21 +27,31 @@ class ChatCompletionFormat : public StreamFormat {
 
   std::string id_, model_;
   int64_t created_;
-  bool thinking_, include_usage_;
+  bool thinking_, include_usage_, logprobs_;
   bool opened_ = false;
+  ojson pending_ = ojson::array();  // logprob entries not yet sent
 };
+
+// OpenAI's logprobs.content entry of one token.
+ojson openai_logprob(const LogprobOut& lp);
 
 class CompletionFormat : public StreamFormat {
  public:
-  CompletionFormat(std::string id, std::string model, int64_t created, bool include_usage);
+  // `logprobs`: the legacy choice.logprobs {tokens, token_logprobs, top_logprobs, text_offset}.
+  CompletionFormat(std::string id, std::string model, int64_t created, bool include_usage,
+                   bool logprobs = false);
   void event(const CompletionEvent& e, const Outcome* outcome, std::string* out) override;
   ojson body(const Outcome& o) const override;
 
  private:
   ojson chunk(const std::string& text, const char* finish_reason) const;
+  // the legacy logprobs object of entries, text offsets counted from *offset (advanced)
+  static ojson legacy_logprobs(const std::vector<LogprobOut>& lps, int64_t* offset);
   std::string id_, model_;
   int64_t created_;
-  bool include_usage_;
+  bool include_usage_, logprobs_;
+  std::vector<LogprobOut> pending_;
+  int64_t offset_ = 0;
 };
 
 // GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by"}]}.

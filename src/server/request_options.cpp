@@ -73,6 +73,23 @@ RequestOptions parse_request_options(const ojson& body, bool test_hooks, OptionN
     }
   }
 
+  if (const auto it = body.find("logprobs");
+      names.legacy_logprobs && it != body.end() && it->is_number()) {
+    // the legacy Completions form: the number of alternatives per token
+    const auto n = integer(body, "logprobs");
+    if (!n || *n < 0 || *n > 5) throw ApiError(400, "logprobs must be in [0, 5]", "logprobs");
+    o.logprobs = true;
+    o.top_logprobs = int(*n);
+  } else {
+    o.logprobs = boolean(body, "logprobs");
+  }
+  if (const auto t = integer(body, "top_logprobs"); t && !names.legacy_logprobs) {
+    if (*t < 0 || *t > 20) throw ApiError(400, "top_logprobs must be in [0, 20]", "top_logprobs");
+    if (!o.logprobs)
+      throw ApiError(400, "top_logprobs requires logprobs to be true", "top_logprobs");
+    o.top_logprobs = int(*t);
+  }
+
   if (const auto n = integer(body, "n"); n && *n != 1)
     throw ApiError(400, "Invalid n value (currently only n = 1 is supported)", "n");
 

@@ -29,6 +29,8 @@ struct RequestOptions {
   std::vector<std::string> stop;      // at most 16, matched on answer text only
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // report the answer tokens' log-probabilities
+  int top_logprobs = 0;        // [0, 20] alternatives per token (needs logprobs)
   // Test hook (--enable-test-hooks only): the completion text the sampler is forced to emit,
   // tokenized with special tokens recognised; see docs/SERVER.md.
   std::optional<std::string> test_output;
@@ -39,6 +41,7 @@ struct RequestOptions {
 struct OptionNames {
   const char* max_tokens = "max_tokens";
   const char* stop = "stop";
+  bool legacy_logprobs = false;  // /v1/completions: `logprobs` is an integer in [0, 5]
 };
 
 // Parses and validates the OpenAI generation fields of `body`. `test_hooks` says whether the

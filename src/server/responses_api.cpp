@@ -339,6 +339,7 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
   const int64_t oi = int64_t(output_.size());
   switch (e.kind) {
     case K::kStarted:
+    case K::kLogprob:  // not reported by this format
     case K::kToolEnd:
       if (e.kind == K::kToolEnd) close_item(out);
       break;

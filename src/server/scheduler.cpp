@@ -198,6 +198,10 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
     pipe.on_token(id, think_end_id_);
     if (metrics_) metrics_->add_completion_tokens(1);
   };
+  opt.top_logprobs = spec.top_logprobs;
+  cb.on_logprobs = [&](const runtime::TokenLogprobs& t) {
+    pipe.on_logprobs(t, engine_.tokenizer(), engine_.is_stop_token(t.id), &evs);
+  };
   cb.on_event = [&](const text::ParseEvent& e) {
     if (pipe.on_text(e.text, &evs)) job.halt_flag() = true;  // stop sequence: end it
     job.push(&evs);

@@ -48,6 +48,22 @@ TEST(Sampler, PenaltiesSubtractFrequencyTimesCountPlusPresence) {
   EXPECT_THROW(p.validate(), std::invalid_argument);
 }
 
+TEST(Sampler, TokenLogprobsAreALogSoftmaxWithSortedAlternatives) {
+  const std::vector<float> v = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  const TokenLogprobs t = token_logprobs(std::span<const float>(v), 4, 3);
+  double z = 0;
+  for (float x : v) z += std::exp(double(x));
+  EXPECT_NEAR(t.logprob, 1.0 - std::log(z), 1e-12);
+  ASSERT_EQ(t.top.size(), 3u);
+  EXPECT_EQ(t.top[0].first, 1);  // the tie 2.0 / 2.0 -> lower id first
+  EXPECT_EQ(t.top[1].first, 3);
+  EXPECT_EQ(t.top[2].first, 4);
+  EXPECT_NEAR(t.top[0].second, 2.0 - std::log(z), 1e-12);
+  EXPECT_DOUBLE_EQ(t.top[2].second, t.logprob);
+  EXPECT_TRUE(token_logprobs(std::span<const float>(v), 0, 0).top.empty());
+  EXPECT_EQ(token_logprobs(std::span<const float>(v), 0, 20).top.size(), v.size());
+}
+
 TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   const std::vector<float> v = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f};
   EXPECT_EQ(argmax(v), 1);

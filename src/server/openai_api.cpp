@@ -52,6 +52,12 @@ ChatCompletionFormat::ChatCompletionFormat(std::string id, std::string model, in
       include_usage_(include_usage),
       logprobs_(logprobs) {}
 
+void ChatCompletionFormat::attach_pending(ojson& c) {
+  if (!logprobs_ || pending_.empty()) return;
+  c["choices"][0]["logprobs"] = {{"content", std::move(pending_)}, {"refusal", nullptr}};
+  pending_ = ojson::array();
+}
+
 ojson ChatCompletionFormat::chunk(ojson delta, const char* finish_reason) const {
   ojson c = ojson::object();
   c["id"] = id_;
@@ -103,10 +109,7 @@ void ChatCompletionFormat::event(const CompletionEvent& e, const Outcome* outcom
       d["content"] = e.text;
       if (thinking_) d["reasoning_content"] = nullptr;
       ojson c = chunk(std::move(d), nullptr);
-      if (logprobs_ && !pending_.empty()) {
-        c["choices"][0]["logprobs"] = {{"content", std::move(pending_)}, {"refusal", nullptr}};
-        pending_ = ojson::array();
-      }
+      attach_pending(c);
       *out += sse_data(c);
       break;
     }
@@ -133,10 +136,7 @@ void ChatCompletionFormat::event(const CompletionEvent& e, const Outcome* outcom
       d["content"] = "";
       if (thinking_) d["reasoning_content"] = nullptr;
       ojson c = chunk(std::move(d), openai_finish_reason(outcome->finish));
-      if (logprobs_ && !pending_.empty()) {  // tokens whose text ended in tool calls / held text
-        c["choices"][0]["logprobs"] = {{"content", std::move(pending_)}, {"refusal", nullptr}};
-        pending_ = ojson::array();
-      }
+      attach_pending(c);                     // tokens whose text ended in tool calls / held text
       c["usage"] = outcome->usage.openai();  // the last chunk always carries usage
       *out += sse_data(c);
       *out += kSseDone;
@@ -194,6 +194,12 @@ ojson CompletionFormat::legacy_logprobs(const std::vector<LogprobOut>& lps, int6
           {"text_offset", std::move(off)}};
 }
 
+void CompletionFormat::attach_pending(ojson& c) {
+  if (!logprobs_ || pending_.empty()) return;
+  c["choices"][0]["logprobs"] = legacy_logprobs(pending_, &offset_);
+  pending_.clear();
+}
+
 ojson CompletionFormat::chunk(const std::string& text, const char* finish_reason) const {
   ojson c = ojson::object();
   c["id"] = id_;
@@ -217,10 +223,7 @@ void CompletionFormat::event(const CompletionEvent& e, const Outcome* outcome, s
     if (logprobs_) pending_.push_back(e.lp);
   } else if (e.kind == K::kContent) {
     ojson c = chunk(e.text, nullptr);
-    if (logprobs_ && !pending_.empty()) {
-      c["choices"][0]["logprobs"] = legacy_logprobs(pending_, &offset_);
-      pending_.clear();
-    }
+    attach_pending(c);
     *out += sse_data(c);
   } else if (e.kind == K::kDone && outcome) {
     if (outcome->finish == Finish::kError) {
@@ -228,10 +231,7 @@ void CompletionFormat::event(const CompletionEvent& e, const Outcome* outcome, s
       return;
     }
     ojson c = chunk("", openai_finish_reason(outcome->finish));
-    if (logprobs_ && !pending_.empty()) {
-      c["choices"][0]["logprobs"] = legacy_logprobs(pending_, &offset_);
-      pending_.clear();
-    }
+    attach_pending(c);
     c["usage"] = outcome->usage.openai();
     *out += sse_data(c);
     *out += kSseDone;

@@ -24,6 +24,8 @@ class ChatCompletionFormat : public StreamFormat {
  private:
   ojson chunk(ojson delta, const char* finish_reason) const;
   void open(std::string* out);
+  // moves the pending logprob entries into chunk c's choice (when requested and any)
+  void attach_pending(ojson& c);
 
   std::string id_, model_;
   int64_t created_;
@@ -45,6 +47,7 @@ class CompletionFormat : public StreamFormat {
 
  private:
   ojson chunk(const std::string& text, const char* finish_reason) const;
+  void attach_pending(ojson& c);  // as ChatCompletionFormat's, in the legacy shape
   // the legacy logprobs object of entries, text offsets counted from *offset (advanced)
   static ojson legacy_logprobs(const std::vector<LogprobOut>& lps, int64_t* offset);
   std::string id_, model_;

@@ -180,6 +180,7 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   opt.cancel = &job.halt_flag();
   // Test hook: the forced ids replace the sampled ones and run through the model like them.
   if (spec.forced) opt.forced = &*spec.forced;
+  opt.top_logprobs = spec.top_logprobs;
 
   bool started = false;
   auto start = [&] {
@@ -198,7 +199,6 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
     pipe.on_token(id, think_end_id_);
     if (metrics_) metrics_->add_completion_tokens(1);
   };
-  opt.top_logprobs = spec.top_logprobs;
   cb.on_logprobs = [&](const runtime::TokenLogprobs& t) {
     pipe.on_logprobs(t, engine_.tokenizer(), engine_.is_stop_token(t.id), &evs);
   };

@@ -17,7 +17,7 @@ void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, const floa
   const float mean = float(ss / double(n));
   const float r = fmath::rsqrt(mean + float(cfg.rms_norm_eps));
   float m[64];
-  ctx.k.gemm_f32w(h, 1, n, fn, 0, mix, m, mix);  // fp32 weight: products rounded, then exact sum
+  ctx.k.gemm_f32w(h, 1, n, fn, 0, mix, m, mix);  // fp32 weight: exact products, exact sum
   for (int j = 0; j < mix; ++j) m[j] = m[j] * r;
   ctx.k.hc_split_sinkhorn(m, scale, base, hc, cfg.hc_sinkhorn_iters, float(cfg.hc_eps), pre, post,
                           comb);

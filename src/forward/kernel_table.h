@@ -35,7 +35,8 @@ struct KernelTable {
   // the reference holds bf16).
   void (*gemm_bf16w)(const float* x, int M, int K, const uint16_t* w, int n0, int n1, float* out,
                      int ldo);
-  // F.linear with an FP32 weight: each product rounded to fp32, then summed exactly; same layout.
+  // F.linear with an FP32 weight: the exact products summed exactly (canonical rule 1); same
+  // layout.
   void (*gemm_f32w)(const float* x, int M, int K, const float* w, int n0, int n1, float* out,
                     int ldo);
 

@@ -139,9 +139,9 @@ void gemm_bf16w(const float* x, int M, int K, const uint16_t* w, int n0, int n1,
 CEDAR_MULTIVERSION
 void gemm_f32w(const float* x, int M, int K, const float* w, int n0, int n1, float* out, int ldo) {
   for (int n = n0; n < n1; ++n)
-    for (int m = 0; m < M; ++m)  // each product rounded to fp32 (canonical rule 1), summed exactly
-      out[size_t(m) * size_t(ldo) + size_t(n - n0)] =
-          fmath::round_sum(dot_lanes(x + size_t(m) * size_t(K), w + size_t(n) * size_t(K), K));
+    for (int m = 0; m < M; ++m)  // exact products (canonical rule 1), summed exactly
+      out[size_t(m) * size_t(ldo) + size_t(n - n0)] = fmath::round_sum(
+          simd::dot_lanes_exact(x + size_t(m) * size_t(K), w + size_t(n) * size_t(K), K));
 }
 
 }  // namespace cedar::kernels::ref

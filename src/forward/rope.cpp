@@ -15,7 +15,7 @@ RopeTable::RopeTable(int rd, double theta, bool yarn, double factor, double beta
   const float th = float(theta);
   for (int k = 0; k < rd / 2; ++k) {
     const float e = float(2 * k) / float(rd);                     // fp32 arange / dim
-    const float p = fmath::f32(std::pow(double(th), double(e)));  // torch pow, correctly rounded
+    const float p = fmath::pow(th, e);                            // torch pow, correctly rounded
     freqs_[size_t(k)] = 1.0f / p;                                 // fp32 division
   }
   if (yarn && orig > 0) {

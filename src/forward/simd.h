@@ -32,6 +32,22 @@ inline double dot_lanes(const float* a, const float* b, int n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + tail;
 }
 
+// sum over i of double(a[i]) * double(b[i]): the exact products of two fp32 values (48 bits fit
+// a double), summed in the same fixed lanes (canonical rule 1 for an fp32 weight).
+inline double dot_lanes_exact(const float* a, const float* b, int n) {
+  v4df acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    acc0 += __builtin_convertvector(load4(a + i), v4df) * __builtin_convertvector(load4(b + i), v4df);
+    acc1 += __builtin_convertvector(load4(a + i + 4), v4df) *
+            __builtin_convertvector(load4(b + i + 4), v4df);
+  }
+  double tail = 0;
+  for (; i < n; ++i) tail += double(a[i]) * double(b[i]);
+  const v4df s = acc0 + acc1;
+  return ((s[0] + s[1]) + (s[2] + s[3])) + tail;
+}
+
 }  // namespace cedar::simd
 
 // Hot kernels are also compiled for AVX2 and picked at load time (ifunc); same arithmetic.

@@ -3,6 +3,7 @@
 import os
 import sys
 import unittest
+from decimal import Decimal, getcontext
 
 import numpy as np
 
@@ -177,11 +178,11 @@ class TestReductions(unittest.TestCase):
         z = nx.xsum(np.array([-0.0, -0.0], F32))
         self.assertEqual(bits(z), 0)
 
-    def test_dot_rounded_rounds_each_product(self):
+    def test_dot_exact_keeps_each_product_exact(self):
+        # canonical rule 1: the terms of a matrix product are the exact products
         a = np.array([[1 + 2.0**-23, 1 + 2.0**-23]], F32)
         b = np.array([[1 + 2.0**-23, -1.0]], F32)
-        # (1+e)^2 = 1 + 2e + e^2 -> fp32 1 + 2e; minus (1+e) = e exactly
-        self.assertEqual(nx.dot_rounded(a, b)[0, 0], F32(2.0**-23))
+        # (1+e)^2 - (1+e) = e + e^2 exactly; products rounded to fp32 first would give e
         self.assertEqual(nx.dot_exact(a, b)[0, 0], F32(2.0**-23 + 2.0**-46))
 
     def test_transcendentals_correctly_rounded(self):
@@ -191,6 +192,23 @@ class TestReductions(unittest.TestCase):
         self.assertEqual(nx.sigmoid(F32(0.0)), 0.5)
         self.assertEqual(nx.silu(F32(1.0)), F32(1.0 / (1.0 + np.exp(-1.0))))
         self.assertEqual(nx.rsqrt(F32(4.0)), 0.5)
+
+    def test_sigmoid_midpoints_resolved(self):
+        # canonical rule 4: the double 1/(1+exp(-x)) lands exactly on an fp32 rounding midpoint
+        # at these arguments and rounds up; the correctly rounded value (50-digit decimal) is the
+        # lower neighbour.
+        getcontext().prec = 50
+        for b in (0x372E0000, 0x37360000, 0x374E0000):
+            x = np.array([b], np.uint32).view(F32)
+            d = 1.0 / (1.0 + np.exp(-float(x[0])))
+            r = F32(d)
+            self.assertEqual(abs(Decimal(d) - Decimal(float(r))), abs(Decimal(d) - Decimal(float(
+                np.nextafter(r, F32(0))))), "the double result is a midpoint")
+            exact = Decimal(1) / (Decimal(1) + Decimal(-float(x[0])).exp())
+            got = nx.sigmoid(x)[0]
+            for nb in (np.nextafter(got, F32(0)), np.nextafter(got, F32(1))):
+                self.assertLess(abs(Decimal(float(got)) - exact), abs(Decimal(float(nb)) - exact))
+            self.assertEqual(got, np.nextafter(r, F32(0)))
 
 
 if __name__ == "__main__":

@@ -517,11 +517,11 @@ class Block:
         )
 
     def hc_mixes(self, h, fn, scale, base):
-        """ref: Block.hc_mixes: one rms statistic over the flattened copies, fn . v (each product
-        rounded to fp32), then hc_split_sinkhorn."""
+        """ref: Block.hc_mixes: one rms statistic over the flattened copies, fn . v (exact
+        products, exact sum: canonical rule 1), then hc_split_sinkhorn."""
         v = h.reshape(h.shape[0], -1)
         r = nx.rsqrt(nx.mean(v * v) + self.eps)
-        m = nx.dot_rounded(v, fn) * r[:, None]
+        m = nx.dot_exact(v, fn) * r[:, None]
         return hc_split_sinkhorn(m, scale, base, self.hc, self.iters, self.hc_eps)
 
     @staticmethod

@@ -214,23 +214,13 @@ def mean(terms, axis=-1):
 
 
 def dot_exact(a, b):
-    """a[..., K] . b[N, K] -> [..., N] fp32, for operands whose products are exact in fp32
-    (bf16 x bf16, E4M3 x E4M3, ...): the float64 product sum rounded once to fp32."""
+    """a[..., K] . b[N, K] -> [..., N] fp32 with exact products (canonical rule 1, as an FMA-based
+    BLAS forms them): the products of two fp32 values are exact in float64, so the float64 matmul
+    is the exact sum in practice, rounded once to fp32. Used for every non-block-scaled GEMM,
+    mHC's fp32 hc_fn x bf16 stream included."""
     a64 = np.asarray(a, dtype=F64)
     b64 = np.asarray(b, dtype=F64)
     return (a64 @ b64.T).astype(F32) + F32(0.0)
-
-
-def dot_rounded(a, b, chunk=64):
-    """a[T, K] . b[N, K] -> [T, N] with every product rounded to fp32 first (canonical rule 1),
-    then summed exactly. Needed when the products are not exact in fp32 (fp32 weight x bf16)."""
-    a = np.asarray(a, dtype=F32)
-    b = np.asarray(b, dtype=F32)
-    out = np.empty((a.shape[0], b.shape[0]), dtype=F32)
-    for i in range(0, a.shape[0], chunk):
-        prod = a[i : i + chunk, None, :] * b[None, :, :]  # fp32 products
-        out[i : i + chunk] = np.sum(prod, axis=-1, dtype=F64).astype(F32)
-    return out + F32(0.0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,47 +231,81 @@ def _d(x):
     return np.asarray(x, dtype=F32).astype(F64)
 
 
+def _ld(x):
+    return np.asarray(x, dtype=F32).astype(np.longdouble)
+
+
+def _correctly_rounded(d, wide, *args):
+    """One correctly rounded fp32 result from a float64 evaluation d: rounding d to fp32 is right
+    unless d lies within 8 double ulps of an fp32 rounding midpoint, where the double's own error
+    can pick the wrong side (glibc's 1/(1+exp(-x)) lands exactly on a midpoint for x = 0x372e0000,
+    0x37360000, 0x374e0000; canonical-arithmetic rule 4); there the long-double evaluation
+    wide(*args) decides. Same rule as the engine's fmath::correctly_rounded."""
+    d = np.asarray(d, dtype=F64)
+    r = d.astype(F32)
+    rd = r.astype(F64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        toward = np.where(d > rd, F32(np.inf), F32(-np.inf)).astype(F32)
+        nb = np.nextafter(r, toward)
+        mid = (rd + nb.astype(F64)) * 0.5
+        ulp = np.spacing(np.abs(d))
+        near = (rd != d) & np.isfinite(d) & (np.abs(d - mid) <= 8.0 * ulp)
+    if near.any():
+        r = np.array(r, dtype=F32, copy=True)
+        sub = [np.broadcast_to(np.asarray(a), d.shape)[near] for a in args]
+        with np.errstate(over="ignore", divide="ignore"):
+            r[near] = np.asarray(wide(*sub)).astype(F32)
+    return r[()]
+
+
 def exp(x):
     with np.errstate(over="ignore"):
-        return np.exp(_d(x)).astype(F32)
+        return _correctly_rounded(np.exp(_d(x)), lambda v: np.exp(_ld(v)), x)
 
 
 def sqrt(x):
-    return np.sqrt(_d(x)).astype(F32)
+    return np.sqrt(_d(x)).astype(F32)  # double sqrt rounded to fp32 is never a double rounding
 
 
 def rsqrt(x):
     with np.errstate(divide="ignore"):
-        return (1.0 / np.sqrt(_d(x))).astype(F32)
+        return _correctly_rounded(1.0 / np.sqrt(_d(x)), lambda v: 1.0 / np.sqrt(_ld(v)), x)
 
 
 def sigmoid(x):
     with np.errstate(over="ignore"):
-        return (1.0 / (1.0 + np.exp(-_d(x)))).astype(F32)
+        return _correctly_rounded(
+            1.0 / (1.0 + np.exp(-_d(x))), lambda v: 1.0 / (1.0 + np.exp(-_ld(v))), x
+        )
 
 
 def silu(x):
     d = _d(x)
     with np.errstate(over="ignore"):
-        return (d / (1.0 + np.exp(-d))).astype(F32)
+        return _correctly_rounded(d / (1.0 + np.exp(-d)), lambda v: _ld(v) / (1.0 + np.exp(-_ld(v))), x)
 
 
 def softplus(x):
     d = _d(x)
     with np.errstate(over="ignore"):
-        return np.where(d > 20.0, d, np.log1p(np.exp(np.minimum(d, 20.0)))).astype(F32)
+        sp = _correctly_rounded(
+            np.log1p(np.exp(np.minimum(d, 20.0))), lambda v: np.log1p(np.exp(_ld(v))), x
+        )
+    return np.where(d > 20.0, d.astype(F32), sp).astype(F32)
 
 
 def cos(x):
-    return np.cos(_d(x)).astype(F32)
+    return _correctly_rounded(np.cos(_d(x)), lambda v: np.cos(_ld(v)), x)
 
 
 def sin(x):
-    return np.sin(_d(x)).astype(F32)
+    return _correctly_rounded(np.sin(_d(x)), lambda v: np.sin(_ld(v)), x)
 
 
 def pow_(base, e):
-    return np.power(_d(base), _d(e)).astype(F32)
+    return _correctly_rounded(
+        np.power(_d(base), _d(e)), lambda b, v: np.power(_ld(b), _ld(v)), base, e
+    )
 
 
 # ----------------------------------------------------------------------------------------------

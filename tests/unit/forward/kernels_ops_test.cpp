@@ -106,14 +106,35 @@ TEST(Bf16Gemm, ExactSumOfExactProducts) {
     for (int i = 0; i < K; ++i) s += (long double)x[size_t(i)] * wv[size_t(n * K + i)];
     EXPECT_EQ(out[n], float(s));
   }
-  // fp32 weights: products are rounded to fp32 first
+  // fp32 weights (mHC hc_fn): the exact products are summed (canonical rule 1), not products
+  // rounded to fp32 first
   std::vector<float> w32(static_cast<size_t>(K));
   for (int i = 0; i < K; ++i) w32[size_t(i)] = 1.0f / float(i + 3);
   float o32;
   gemm_f32w(x.data(), 1, K, w32.data(), 0, 1, &o32, 1);
   long double s = 0;
-  for (int i = 0; i < K; ++i) s += (long double)(x[size_t(i)] * w32[size_t(i)]);
+  for (int i = 0; i < K; ++i) s += (long double)x[size_t(i)] * w32[size_t(i)];
   EXPECT_EQ(o32, float(s));
+  // the case where rounding each product first changes the sum
+  const float a2[2] = {1.0f + 0x1p-23f, 1.0f + 0x1p-23f}, b2[2] = {1.0f + 0x1p-23f, -1.0f};
+  float o2;
+  gemm_f32w(a2, 1, 2, b2, 0, 1, &o2, 1);
+  EXPECT_EQ(o2, 0x1p-23f + 0x1p-46f);
+}
+
+// canonical-arithmetic rule 4: at these arguments the double 1/(1+exp(-x)) is exactly an fp32
+// rounding midpoint and rounds up; the correctly rounded sigmoid is the lower neighbour.
+TEST(Transcendentals, SigmoidMidpointsAreResolved) {
+  for (uint32_t b : {0x372e0000u, 0x37360000u, 0x374e0000u}) {
+    const float x = std::bit_cast<float>(b);
+    const double d = 1.0 / (1.0 + std::exp(-double(x)));
+    const float up = float(d), down = std::nextafter(up, 0.0f);
+    ASSERT_EQ((double(up) + double(down)) * 0.5, d) << "not a midpoint: " << std::hex << b;
+    EXPECT_EQ(fmath::sigmoid(x), down) << std::hex << b;
+  }
+  // ordinary arguments are unchanged: the double result rounded once
+  for (float x : {-3.0f, -0.5f, 0.0f, 0.25f, 7.0f})
+    EXPECT_EQ(fmath::sigmoid(x), float(1.0 / (1.0 + std::exp(-double(x)))));
 }
 
 // sparse_attn against a naive full softmax in double: close, not equal (bf16 probabilities).

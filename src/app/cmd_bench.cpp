@@ -19,8 +19,8 @@
 
 #include "app/commands.h"
 #include "base/args.h"
-#include "forward/kernel_table.h"
 #include "forward/transformer.h"
+#include "kernels/kernel_table.h"
 #include "runtime/bench_accounting.h"
 #include "runtime/bench_probes.h"
 #include "runtime/engine.h"
@@ -93,7 +93,9 @@ int cmd_bench(int argc, char** argv) {
        {"gen", "", true, "decode steps timed after each prompt (default 32)"},
        {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
        {"threads", "t", true, "worker threads (default: all cores)"},
-       {"kernels", "", true, "kernel table: ref (default)"},
+       {"kernels", "", true,
+        "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
+        "CEDAR_KERNELS"},
        {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
        {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
        {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
@@ -112,7 +114,7 @@ int cmd_bench(int argc, char** argv) {
   const long long threads = args.get_int("threads", 0);
   if (threads < 0) throw std::runtime_error("--threads must be >= 0");
   eo.threads = int(threads);
-  eo.kernels = args.get("kernels", "ref");
+  eo.kernels = args.get("kernels", "");
   const std::vector<int64_t> sizes = parse_sizes(args.get("prompt", "256,1024"));
   const std::string batch_arg = args.get("batch", "1,4,16");
   const std::vector<int64_t> batches =
@@ -163,8 +165,7 @@ int cmd_bench(int argc, char** argv) {
   ThreadPool& pool = engine->pool();
   const bench::Probe bw = bench::measure_read_bandwidth(pool, size_t(bw_mib) << 20, int(passes));
   const bench::Probe fma = bench::measure_fma_peak(pool, int(passes));
-  const bench::Probe refp =
-      bench::measure_kernel_gemm_peak(pool, choose_kernels(eo.kernels), int(passes));
+  const bench::Probe refp = bench::measure_kernel_gemm_peak(pool, engine->kernels(), int(passes));
 
   const int64_t V = cfg.vocab_size;
   std::vector<float> logits(static_cast<size_t>(V));  // kLast: one row
@@ -401,7 +402,8 @@ int cmd_bench(int argc, char** argv) {
                   {"num_experts_per_tok", cfg.num_experts_per_tok},
                   {"ced_split", ced_available}}},
                 {"threads", engine->threads()},
-                {"kernels", eo.kernels},
+                {"kernels", std::string(engine->kernels().name)},
+                {"kernels_line", describe_kernels(engine->kernels())},
                 {"machine",
                  {{"read_bandwidth", probe_json(bw, "GB/s", 1e9)},
                   {"fma_peak", probe_json(fma, "GFLOP/s", 1e9)},
@@ -411,9 +413,9 @@ int cmd_bench(int argc, char** argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("cedar bench: %s (%d layers, D %d, %d of %d experts), %d threads, kernels %s\n",
+  std::printf("cedar bench: %s (%d layers, D %d, %d of %d experts), %d threads, %s\n",
               eo.model_dir.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_experts_per_tok,
-              cfg.n_routed_experts, engine->threads(), eo.kernels.c_str());
+              cfg.n_routed_experts, engine->threads(), describe_kernels(engine->kernels()).c_str());
   std::printf("machine, measured in this run (median of %lld passes, [min..max]):\n", passes);
   std::printf("  read bandwidth   %8.2f GB/s     [%.2f..%.2f]  %s\n", bw.median / 1e9, bw.min / 1e9,
               bw.max / 1e9, bw.method.c_str());

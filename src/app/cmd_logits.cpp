@@ -13,10 +13,10 @@
 
 #include "app/commands.h"
 #include "base/args.h"
-#include "forward/kernel_table.h"
-#include "forward/npy.h"
-#include "forward/thread_pool.h"
+#include "base/npy.h"
+#include "base/thread_pool.h"
 #include "forward/transformer.h"
+#include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "text/engram_token_map.h"
 #include "text/tokenizer.h"
@@ -58,7 +58,9 @@ int cmd_logits(int argc, char** argv) {
                        {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
                        {"chunk", "", true, "feed the prompt N tokens per forward call"},
                        {"decode", "", false, "feed the prompt one token per forward call"},
-                       {"kernels", "", true, "kernel table: ref (default)"},
+                       {"kernels", "", true,
+                        "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; "
+                        "env CEDAR_KERNELS"},
                        {"threads", "t", true, "worker threads (default: all cores)"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
@@ -88,7 +90,7 @@ int cmd_logits(int argc, char** argv) {
     if (chunk <= 0) throw std::runtime_error("--chunk must be a positive integer");
   }
   if (args.has("decode")) chunk = 1;
-  const KernelTable& kernels = choose_kernels(args.get("kernels", "ref"));
+  const KernelTable& kernels = choose_kernels(args.get("kernels", ""));
   const long long threads = args.get_int("threads", 0);
   if (threads < 0) throw std::runtime_error("--threads must be >= 0");
 

@@ -203,7 +203,9 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
                     {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
                     {"cache-window", "", false, "cache units keep the window (exact restore)"},
-                    {"kernels", "", true, "kernel table: ref (default)"}});
+                    {"kernels", "", true,
+                     "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
+                     "CEDAR_KERNELS"}});
   try {
     args.parse(int(rest.size()), rest.data());
   } catch (const std::exception& e) {
@@ -219,7 +221,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   if (!args.has("model")) throw UsageError("missing required option --model (-m DIR)");
   rc->engine.model_dir = args.get("model");
   rc->engine.threads = int(int_flag(args, "threads", 0, 0, 4096, "between 0 and 4096"));
-  rc->engine.kernels = args.get("kernels", "ref");
+  rc->engine.kernels = args.get("kernels", "");
   try {
     (void)choose_kernels(rc->engine.kernels);
   } catch (const std::exception& e) {
@@ -374,6 +376,7 @@ int cmd_run(int argc, char** argv) {
     return 2;
   }
   auto engine = Engine::load(rc.engine);
+  std::fprintf(stderr, "cedar run: %s\n", describe_kernels(engine->kernels()).c_str());
   std::unique_ptr<runtime::PrefixCache> cache;
   if (!rc.cache_dir.empty()) cache = std::make_unique<runtime::PrefixCache>(*engine, rc.cache);
   // Ctrl-C cancels the running generation (checked between steps). No SA_RESTART: at the chat

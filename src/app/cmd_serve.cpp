@@ -58,7 +58,9 @@ int cmd_serve(int argc, char** argv) {
        {"max-body", "", true, "request body limit in bytes (default 16777216)"},
        {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
        {"http-threads", "", true, "HTTP connection threads (default max(32, 4*parallel+16))"},
-       {"kernels", "", true, "kernel table (default ref)"},
+       {"kernels", "", true,
+        "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
+        "CEDAR_KERNELS"},
        {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
        {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
        {"cache-dir", "", true, "prefix cache disk directory (default: no disk tier)"},
@@ -101,7 +103,7 @@ int cmd_serve(int argc, char** argv) {
   runtime::EngineOptions eo;
   eo.model_dir = args.require("model");
   eo.threads = int(args.get_int("threads", 0));
-  eo.kernels = args.get("kernels", "ref");
+  eo.kernels = args.get("kernels", "");
   eo.tokenizer_path = args.get("tokenizer", "");
   auto engine = runtime::Engine::load(eo);
 
@@ -136,6 +138,7 @@ int cmd_serve(int argc, char** argv) {
       "cache %s)\n",
       host.c_str(), bound, cfg.model_name.c_str(), parallel,
       static_cast<long long>(scheduler.ctx_size()), engine->threads(), cache ? "on" : "off");
+  std::printf("cedar serve: %s\n", describe_kernels(engine->kernels()).c_str());
   std::fflush(stdout);
 
   std::thread sig_thread([&] {

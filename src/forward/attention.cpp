@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "forward/fmath.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 #include "numerics/fp8.h"
 
 namespace cedar {
@@ -17,6 +17,17 @@ Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
   if (plan_.is_index_source) indexer_ = std::make_unique<Indexer>(cfg, layer, w, rope_);
   // the Python scalar head_dim**-0.5, held as an fp32 tensor by sparse_attn
   softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
+  // wo_a (bf16, dequantized at load) viewed as one [R, H*hd/G] weight per output group
+  const int G = cfg.o_groups, R = cfg.o_lora_rank, gw = cfg.num_attention_heads * cfg.head_dim / G;
+  for (int g = 0; g < G; ++g) {
+    Linear L;
+    L.kind = Linear::Kind::BF16;
+    L.out = R;
+    L.in = gw;
+    L.w = reinterpret_cast<const uint8_t*>(w.wo_a.data() + size_t(g) * R * gw);
+    L.name = "layers." + std::to_string(layer) + ".attn.wo_a[group " + std::to_string(g) + "]";
+    wo_a_.push_back(L);
+  }
 }
 
 void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment> segs,
@@ -69,12 +80,10 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   });
 
   // per sequence: the compressed branch (the KV source appends first, then the index source
-  // selects per query) and the ring rows its chunk still needs, positions
-  // max(win_start, p0 - W + 1) .. p0 - 1
+  // selects per query)
   struct PerSeq {
     const std::vector<std::vector<int32_t>>* sel = nullptr;
     const CompressedKv* ccache = nullptr;
-    std::vector<float> ringv;
   };
   std::vector<PerSeq> ps(segs.size());
   // the row-wise halves of the compressor and the indexer over all rows that need them at once
@@ -104,75 +113,81 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   for (size_t g = 0; g < segs.size(); ++g) {
     ForwardPass& fp = *segs[g].fp;
     const size_t r0 = size_t(segs[g].row0);
-    if (plan_.ratio > 0) {
-      if (cin_row[g] >= 0) {
-        const size_t c0 = size_t(cin_row[g]) * size_t(hd);
-        compressor_->append(ctx, cin.k.data() + c0, cin.z.empty() ? nullptr : cin.z.data() + c0,
-                            fp.n, fp.p0, fp.st.compressed.at(size_t(l)));
-      } else if (compressor_ && fp.rebuild_tails && plan_.ratio > 1) {
-        CompressedKv& cache = fp.st.compressed.at(size_t(l));
-        if (cache.n_tail != int((fp.p0 + fp.n) % plan_.ratio))
-          compressor_->rebuild_tail(ctx, x + r0 * D, fp.n, fp.p0, cache);
-      }
-      if (indexer_) indexer_->select(ctx, iq, int(r0), fp);
-      ps[g].sel = &fp.topk.at(size_t(plan_.index_source));
-      ps[g].ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
-      if (ps[g].sel->size() != size_t(fp.n))
-        throw std::runtime_error("layer " + std::to_string(l) + ": no Top-K from index source " +
-                                 std::to_string(plan_.index_source));
+    if (plan_.ratio <= 0) continue;
+    if (cin_row[g] >= 0) {
+      const size_t c0 = size_t(cin_row[g]) * size_t(hd);
+      compressor_->append(ctx, cin.k.data() + c0, cin.z.empty() ? nullptr : cin.z.data() + c0, fp.n,
+                          fp.p0, fp.st.compressed.at(size_t(l)));
+    } else if (compressor_ && fp.rebuild_tails && plan_.ratio > 1) {
+      CompressedKv& cache = fp.st.compressed.at(size_t(l));
+      if (cache.n_tail != int((fp.p0 + fp.n) % plan_.ratio))
+        compressor_->rebuild_tail(ctx, x + r0 * D, fp.n, fp.p0, cache);
     }
-    const WindowRing& ring = fp.st.window.at(size_t(l));
-    ps[g].ringv.resize(size_t(W) * size_t(hd));
-    for (int64_t pos = std::max<int64_t>(fp.win_start, fp.p0 - W + 1); pos < fp.p0; ++pos)
-      ring.read(pos, ps[g].ringv.data() + size_t(pos % W) * hd);
+    if (indexer_) indexer_->select(ctx, iq, int(r0), fp);
+    ps[g].sel = &fp.topk.at(size_t(plan_.index_source));
+    ps[g].ccache = &fp.st.compressed.at(size_t(plan_.kv_source));
+    if (ps[g].sel->size() != size_t(fp.n))
+      throw std::runtime_error("layer " + std::to_string(l) + ": no Top-K from index source " +
+                               std::to_string(plan_.index_source));
   }
 
-  // sparse attention per query over the compact list: window rows oldest first, then the
-  // selected compressed rows in ascending row order
+  // sparse attention per query over the compact list, read packed: window rows oldest first
+  // (ring rows before the chunk, the chunk's own rows from this call), then the selected
+  // compressed rows in ascending row order
   std::vector<float> o(size_t(n) * size_t(H) * size_t(hd));
+  const size_t scratch_floats = ctx.k.sparse_attn_scratch(H, hd);
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    std::vector<const float*> keys;
-    std::vector<float> crow;
+    std::vector<KeyRow> win_keys, comp_keys;
+    std::vector<float> scratch(scratch_floats);
     for (int64_t i = i0; i < i1; ++i) {
       const int g = seg_of[size_t(i)];
       const ForwardPass& fp = *segs[size_t(g)].fp;
       const PerSeq& sq = ps[size_t(g)];
+      const WindowRing& ring = fp.st.window.at(size_t(l));
       const int64_t r0 = segs[size_t(g)].row0;
       const int64_t p = pos_of[size_t(i)];
-      keys.clear();
+      win_keys.clear();
+      comp_keys.clear();
       // bounded replay truncates the window at win_start (0 otherwise)
-      for (int64_t pos = std::max<int64_t>(fp.win_start, p - W + 1); pos <= p; ++pos)
-        keys.push_back(pos < fp.p0 ? sq.ringv.data() + size_t(pos % W) * hd
-                                   : win.data() + size_t(r0 + pos - fp.p0) * hd);
-      if (sq.sel) {
-        const auto& rows = (*sq.sel)[size_t(i - r0)];
-        crow.resize(rows.size() * size_t(hd));
-        for (size_t j = 0; j < rows.size(); ++j) {
-          sq.ccache->read_kv(rows[j], crow.data() + j * hd);
-          keys.push_back(crow.data() + j * hd);
+      for (int64_t pos = std::max<int64_t>(fp.win_start, p - W + 1); pos <= p; ++pos) {
+        if (pos < fp.p0) {
+          win_keys.push_back({ring.row_codes(pos), ring.row_scales(pos)});
+        } else {
+          const size_t r = size_t(r0 + pos - fp.p0);
+          win_keys.push_back({wcodes.data() + r * hd, wscales.data() + r * (hd / 32)});
         }
       }
-      for (int h = 0; h < H; ++h) {
-        float* oh = o.data() + (i * H + h) * hd;
-        ctx.k.sparse_attn(q.data() + (i * H + h) * hd, hd, keys.data(), int(keys.size()),
-                          w_.attn_sink[h], softmax_scale_, oh);
-        ctx.k.rope(oh + hd - rd, rd, cs.data() + i * (rd / 2), sn.data() + i * (rd / 2), true);
-      }
+      if (sq.sel)
+        for (int32_t row : (*sq.sel)[size_t(i - r0)])
+          comp_keys.push_back({sq.ccache->kv_row(row), sq.ccache->kv_scales_row(row)});
+      AttnKeys keys;
+      keys.win = win_keys.data();
+      keys.n_win = int(win_keys.size());
+      keys.comp = comp_keys.data();
+      keys.n_comp = int(comp_keys.size());
+      float* oi = o.data() + i * H * hd;
+      ctx.k.sparse_attn(q.data() + i * H * hd, H, hd, keys, w_.attn_sink, softmax_scale_, oi,
+                        scratch.data());
+      for (int h = 0; h < H; ++h)
+        ctx.k.rope(oi + h * hd + hd - rd, rd, cs.data() + i * (rd / 2), sn.data() + i * (rd / 2),
+                   true);
     }
   });
 
   // grouped low-rank output: u[g, r] = bf16(o[g] . wo_a[g*R + r]) (bf16 weights), then wo_b
   const int G = cfg_.o_groups, R = cfg_.o_lora_rank, gw = H * hd / G;
   std::vector<float> u(size_t(n) * size_t(G) * size_t(R));
-  ctx.pool.parallel_for(int64_t(n) * G, [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a) {
-      const int64_t i = a / G, g = a % G;
-      float* ur = u.data() + (i * G + g) * R;
-      ctx.k.gemm_bf16w(o.data() + i * H * hd + g * gw, 1, gw, w_.wo_a.data() + size_t(g) * R * gw,
-                       0, R, ur, R);
-      for (int r2 = 0; r2 < R; ++r2) ur[r2] = round_bf16(ur[r2]);
+  {
+    // the rows of group g of every query, gathered, against that group's weight rows
+    std::vector<float> og(size_t(n) * size_t(gw)), ug(size_t(n) * size_t(R));
+    for (int g = 0; g < G; ++g) {
+      for (int i = 0; i < n; ++i)
+        std::copy_n(o.data() + size_t(i) * H * hd + size_t(g) * gw, gw, og.data() + size_t(i) * gw);
+      linear(ctx, wo_a_[size_t(g)], og.data(), n, ug.data(), LinearOut::kBf16);
+      for (int i = 0; i < n; ++i)
+        std::copy_n(ug.data() + size_t(i) * R, R, u.data() + (size_t(i) * G + g) * R);
     }
-  });
+  }
   linear(ctx, w_.wo_b, u.data(), n, out);
 
   // each chunk's newest W window rows go to its ring (after every query of the chunk ran)

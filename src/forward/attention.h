@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "forward/compressor.h"
 #include "forward/forward_pass.h"
@@ -39,6 +40,7 @@ class Attention {
   std::unique_ptr<Compressor> compressor_;
   std::unique_ptr<Indexer> indexer_;
   float softmax_scale_;
+  std::vector<Linear> wo_a_;  // per output group: rows [g*R, (g+1)*R) of the bf16 wo_a
 };
 
 }  // namespace cedar

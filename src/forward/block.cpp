@@ -3,46 +3,56 @@
 #include <string>
 #include <vector>
 
-#include "forward/fmath.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 
 namespace cedar {
 
-void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, const float* fn,
-              const float* scale, const float* base, float* pre, float* post, float* comb) {
-  const int hc = cfg.hc_mult, n = hc * cfg.hidden_size, mix = (2 + hc) * hc;
-  // one statistic over the whole flattened stream (squares of bf16 values are exact in fp32)
-  double ss = 0;
-  for (int i = 0; i < n; ++i) ss += double(h[i] * h[i]);
-  const float mean = float(ss / double(n));
-  const float r = fmath::rsqrt(mean + float(cfg.rms_norm_eps));
-  float m[64];
-  ctx.k.gemm_f32w(h, 1, n, fn, 0, mix, m, mix);  // fp32 weight: exact products, exact sum
-  for (int j = 0; j < mix; ++j) m[j] = m[j] * r;
-  ctx.k.hc_split_sinkhorn(m, scale, base, hc, cfg.hc_sinkhorn_iters, float(cfg.hc_eps), pre, post,
-                          comb);
-}
-
-void hc_pre(const float* h, const float* mix, int hc, int D, float* x) {
-  for (int d = 0; d < D; ++d) {
-    double s = 0;
-    for (int c = 0; c < hc; ++c) s += double(mix[c] * h[c * D + d]);
-    x[d] = round_bf16(fmath::round_sum(s));
-  }
-}
-
-void hc_post(const float* y, const float* h, const float* post, const float* comb, int hc, int D,
-             float* out) {
-  for (int j = 0; j < hc; ++j)
-    for (int d = 0; d < D; ++d) {
-      double s = 0;
-      for (int i = 0; i < hc; ++i) s += double(comb[i * hc + j] * h[i * D + d]);
-      out[j * D + d] = round_bf16(post[j] * y[d] + fmath::round_sum(s));
+void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, const HcSite& site,
+              float* pre, float* post, float* comb) {
+  const int hc = cfg.hc_mult, K = hc * cfg.hidden_size, mix = (2 + hc) * hc;
+  std::vector<float> m(size_t(n) * size_t(mix));
+  linear(ctx, site.fn, h, n, m.data(), LinearOut::kF32);  // fp32 weight: exact products, exact sum
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      // one statistic over the whole flattened stream (squares of bf16 values are exact in fp32)
+      const float* hi = h + size_t(i) * K;
+      double ss = 0;
+      for (int k = 0; k < K; ++k) ss += double(hi[k] * hi[k]);
+      const float r = fmath::rsqrt(float(ss / double(K)) + float(cfg.rms_norm_eps));
+      float* mi = m.data() + size_t(i) * mix;
+      for (int j = 0; j < mix; ++j) mi[j] = mi[j] * r;
+      ctx.k.hc_split_sinkhorn(mi, site.scale, site.base, hc, cfg.hc_sinkhorn_iters,
+                              float(cfg.hc_eps), pre + i * hc, post + i * hc, comb + i * hc * hc);
     }
+  });
 }
+
+namespace {
+
+HcSite hc_site(const ModelConfig& cfg, int layer, const char* name, const float* fn,
+               const float* scale, const float* base) {
+  HcSite s;
+  s.fn.kind = Linear::Kind::F32;
+  s.fn.out = (2 + cfg.hc_mult) * cfg.hc_mult;
+  s.fn.in = cfg.hc_mult * cfg.hidden_size;
+  s.fn.w = reinterpret_cast<const uint8_t*>(fn);
+  s.fn.name = "layers." + std::to_string(layer) + "." + name;
+  s.scale = scale;
+  s.base = base;
+  return s;
+}
+
+}  // namespace
 
 Block::Block(const ModelConfig& cfg, int layer, const LayerWeights& w)
-    : cfg_(cfg), layer_(layer), w_(w), attn_(cfg, layer, w), ffn_(cfg, layer, w) {}
+    : cfg_(cfg),
+      layer_(layer),
+      w_(w),
+      hc_attn_(hc_site(cfg, layer, "hc_attn_fn", w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base)),
+      hc_ffn_(hc_site(cfg, layer, "hc_ffn_fn", w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base)),
+      attn_(cfg, layer, w),
+      ffn_(cfg, layer, w) {}
 
 void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Segment> segs) const {
   if (segs.empty()) return;
@@ -53,24 +63,25 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Se
   std::vector<float> x(size_t(n) * D), xn(size_t(n) * D), y(size_t(n) * D);
   std::vector<float> h1(size_t(n) * HD);
   // attention site: coefficients from the block input, input collapsed with the previous pre-mix
+  hc_mixes(ctx, cfg_, h, n, hc_attn_, pa.data(), qa.data(), Ca.data());
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      hc_mixes(ctx, cfg_, h + i * HD, w_.hc_attn_fn, w_.hc_attn_scale, w_.hc_attn_base,
-               pa.data() + i * hc, qa.data() + i * hc, Ca.data() + i * hc * hc);
-      hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
+      ctx.k.hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
       ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, eps, xn.data() + i * D);
     }
   });
   attn_.forward(ctx, xn.data(), segs, y.data());
   std::vector<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      ctx.k.hc_post(y.data() + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc,
+                    D, h1.data() + i * HD);
+  });
+  // FFN site: coefficients from h1, input collapsed with the attention site's pre-mix
+  hc_mixes(ctx, cfg_, h1.data(), n, hc_ffn_, pf.data(), qf.data(), Cf.data());
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      hc_post(y.data() + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc, D,
-              h1.data() + i * HD);
-      // FFN site: coefficients from h1, input collapsed with the attention site's pre-mix
-      hc_mixes(ctx, cfg_, h1.data() + i * HD, w_.hc_ffn_fn, w_.hc_ffn_scale, w_.hc_ffn_base,
-               pf.data() + i * hc, qf.data() + i * hc, Cf.data() + i * hc * hc);
-      hc_pre(h1.data() + i * HD, pa.data() + i * hc, hc, D, x.data() + i * D);
+      ctx.k.hc_pre(h1.data() + i * HD, pa.data() + i * hc, hc, D, x.data() + i * D);
       ctx.k.rms_norm(x.data() + i * D, D, w_.ffn_norm, eps, xn.data() + i * D);
     }
   });
@@ -78,8 +89,8 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Se
   ffn_.forward(ctx, xn.data(), n, y.data());
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
-      hc_post(y.data() + i * D, h1.data() + i * HD, qf.data() + i * hc, Cf.data() + i * hc * hc, hc,
-              D, h + i * HD);
+      ctx.k.hc_post(y.data() + i * D, h1.data() + i * HD, qf.data() + i * hc,
+                    Cf.data() + i * hc * hc, hc, D, h + i * HD);
   });
   std::copy(pf.begin(), pf.end(), pre_mix);
   for (const Segment& sg : segs) {
@@ -105,7 +116,7 @@ void Block::project_global(const Ctx& ctx, const float* h, const float* pre_mix,
     std::vector<float> x(size_t(n) * D), xn(size_t(n) * D);
     ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        hc_pre(hs + i * HD, ps + i * hc, hc, D, x.data() + i * D);
+        ctx.k.hc_pre(hs + i * HD, ps + i * hc, hc, D, x.data() + i * D);
         ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, float(cfg_.rms_norm_eps),
                        xn.data() + i * D);
       }

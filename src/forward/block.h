@@ -12,15 +12,18 @@
 
 namespace cedar {
 
-// ref: model.py Block.hc_mixes for one token: h [hc*D] -> pre [hc], post [hc], comb [hc*hc].
-void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, const float* fn,
-              const float* scale, const float* base, float* pre, float* post, float* comb);
-// ref: model.py Block.hc_pre: x[d] = bf16(xsum_c f32(mix[c] * h[c][d])).
-void hc_pre(const float* h, const float* mix, int hc, int D, float* x);
-// ref: model.py Block.hc_post: out[j][d] = bf16(f32(post[j]*y[d]) + xsum_i
-// f32(comb[i][j]*h[i][d])).
-void hc_post(const float* y, const float* h, const float* post, const float* comb, int hc, int D,
-             float* out);
+// One mHC site's parameters: fn [(2+hc)*hc, hc*D] fp32 (a linear() weight), scale [3], base.
+struct HcSite {
+  Linear fn;
+  const float* scale = nullptr;
+  const float* base = nullptr;
+};
+
+// ref: model.py Block.hc_mixes for n tokens h [n, hc*D] -> pre [n, hc], post [n, hc],
+// comb [n, hc*hc]: one rms statistic per token over the flattened copies, fn . v (one GEMM over
+// all rows), then hc_split_sinkhorn per token.
+void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, const HcSite& site,
+              float* pre, float* post, float* comb);
 
 class Block {
  public:
@@ -47,6 +50,7 @@ class Block {
   const ModelConfig& cfg_;
   int layer_;
   const LayerWeights& w_;
+  HcSite hc_attn_, hc_ffn_;
   Attention attn_;
   MoE ffn_;
 };

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "forward/fmath.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 
 namespace cedar {
 

@@ -1,7 +1,7 @@
 #include <cstdlib>
 
+#include "base/npy.h"
 #include "forward/forward_pass.h"
-#include "forward/npy.h"
 
 namespace cedar {
 

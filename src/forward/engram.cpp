@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "forward/fmath.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 #include "numerics/fp8.h"
 
 namespace cedar {

@@ -16,9 +16,9 @@ namespace cedar {
 // The index queries of a run of rows: FP4 codes (as small integers) and scale codes per head,
 // and the per-head weights. Row-wise, so a batch's rows are projected together.
 struct IndexQueries {
-  std::vector<int8_t> qc;  // [n, IH, ihd]
-  std::vector<int> qe;     // [n, IH, ihd/32]
-  std::vector<float> wts;  // [n, IH]
+  std::vector<int8_t> qc;   // [n, IH, ihd]
+  std::vector<uint8_t> qe;  // [n, IH, ihd/32] UE8M0 codes
+  std::vector<float> wts;   // [n, IH]
 };
 
 class Indexer {

@@ -3,61 +3,44 @@
 #include <algorithm>
 #include <vector>
 
-#include "forward/fmath.h"
 #include "numerics/bf16.h"
-#include "numerics/fp8.h"
 
 namespace cedar {
 
+namespace {
+
+int round_up(int v, int a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
 void linear(const Ctx& ctx, const Linear& W, const float* x, int M, float* y, LinearOut out) {
   const int K = W.in, N = W.out;
-  if (M <= 0) return;
-  // work items: (block of rows) x (block of output columns); each output is one kernel result
-  constexpr int kNBlock = 64, kMBlock = 16;
-  const int nblk = (N + kNBlock - 1) / kNBlock, mblk = (M + kMBlock - 1) / kMBlock;
-  const int64_t items = int64_t(mblk) * nblk;
-  auto tile = [&](int64_t it, int* m0, int* mb, int* n0, int* n1) {
-    *m0 = int(it / nblk) * kMBlock;
-    *mb = std::min(M - *m0, kMBlock);
-    *n0 = int(it % nblk) * kNBlock;
-    *n1 = std::min(N, *n0 + kNBlock);
-  };
-  if (W.kind == Linear::Kind::FP8 || W.kind == Linear::Kind::FP4) {
-    // act_quant every row once: decoded E4M3 values and the per-32 power-of-two scales
-    std::vector<float> xq(size_t(M) * size_t(K)), xs(size_t(M) * size_t(K / 32));
-    ctx.pool.parallel_for(M, [&](int64_t r0, int64_t r1) {
-      std::vector<uint8_t> codes(static_cast<size_t>(K)), sc(static_cast<size_t>(K / 32));
-      for (int64_t m = r0; m < r1; ++m) {
-        ctx.k.act_quant(x + m * K, K, codes.data(), sc.data());
-        for (int i = 0; i < K; ++i) xq[size_t(m * K + i)] = fmath::e4m3(codes[size_t(i)]);
-        for (int b = 0; b < K / 32; ++b) xs[size_t(m * (K / 32) + b)] = fmath::ue8m0(sc[size_t(b)]);
-      }
-    });
-    auto gemm = W.kind == Linear::Kind::FP8 ? ctx.k.fp8_gemm : ctx.k.fp4_gemm;
-    ctx.pool.parallel_for(items, [&](int64_t i0, int64_t i1) {
-      for (int64_t it = i0; it < i1; ++it) {
-        int m0, mb, n0, n1;
-        tile(it, &m0, &mb, &n0, &n1);
-        gemm(xq.data() + size_t(m0) * K, xs.data() + size_t(m0) * (K / 32), mb, K, W.w, W.scale, n0,
-             n1, y + size_t(m0) * N + n0, N);
-      }
-    });
-    return;
-  }
-  ctx.pool.parallel_for(items, [&](int64_t i0, int64_t i1) {
+  if (M <= 0 || N <= 0) return;
+  const GemmKernels& g = ctx.k.gemm[int(W.format())];
+  // every activation row prepared once, in the encoding the family's GEMM reads
+  const int af = g.act_floats(K);
+  std::vector<float> act(size_t(M) * size_t(af));
+  ctx.pool.parallel_for(M, [&](int64_t r0, int64_t r1) {
+    g.prepare(x + size_t(r0) * K, int(r1 - r0), K, act.data() + size_t(r0) * af);
+  });
+  // tiles: blocks of rows (the activations of a block stay in cache while the weight streams)
+  // times column ranges (about four per thread, so that the static split balances)
+  constexpr int kMBlock = 64;
+  const int mblk = (M + kMBlock - 1) / kMBlock;
+  const int nchunk = round_up(std::max(16, (N + 4 * ctx.pool.size() - 1) / (4 * ctx.pool.size())),
+                              std::max(1, g.n_align));
+  const int nblk = (N + nchunk - 1) / nchunk;
+  const bool round = W.kind == Linear::Kind::BF16 && out == LinearOut::kBf16;
+  ctx.pool.parallel_for(int64_t(mblk) * nblk, [&](int64_t i0, int64_t i1) {
     for (int64_t it = i0; it < i1; ++it) {
-      int m0, mb, n0, n1;
-      tile(it, &m0, &mb, &n0, &n1);
+      const int m0 = int(it / nblk) * kMBlock, mb = std::min(M - m0, kMBlock);
+      const int n0 = int(it % nblk) * nchunk, n1 = std::min(N, n0 + nchunk);
       float* yo = y + size_t(m0) * N + n0;
-      if (W.kind == Linear::Kind::BF16) {
-        ctx.k.gemm_bf16w(x + size_t(m0) * K, mb, K, W.bf16(), n0, n1, yo, N);
-        if (out == LinearOut::kBf16)
-          for (int m = 0; m < mb; ++m)
-            for (int n = 0; n < n1 - n0; ++n)
-              yo[size_t(m) * N + n] = round_bf16(yo[size_t(m) * N + n]);
-      } else {
-        ctx.k.gemm_f32w(x + size_t(m0) * K, mb, K, W.f32(), n0, n1, yo, N);
-      }
+      g.gemm(act.data() + size_t(m0) * af, mb, K, W.w, W.scale, n0, n1, yo, N);
+      if (round)
+        for (int m = 0; m < mb; ++m)
+          for (int n = 0; n < n1 - n0; ++n)
+            yo[size_t(m) * N + n] = round_bf16(yo[size_t(m) * N + n]);
     }
   });
 }

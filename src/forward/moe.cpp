@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "forward/fmath.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 
 namespace cedar {
 
@@ -47,17 +47,9 @@ void MoE::expert(const Ctx& ctx, const ExpertWeights& e, const float* x, int m,
   linear(ctx, e.w1, x, m, g.data());
   linear(ctx, e.w3, x, m, u.data());
   const float L = float(cfg_.swiglu_limit);
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < I; ++j) {
-      float gv = g[size_t(i) * I + j], uv = u[size_t(i) * I + j];
-      if (L > 0) {  // clamps from training: up on both sides, gate from above only
-        uv = std::clamp(uv, -L, L);
-        gv = std::min(gv, L);
-      }
-      float a = fmath::silu(gv) * uv;
-      if (weights) a = weights[i] * a;
-      g[size_t(i) * I + j] = round_bf16(a);  // cast back to the activation dtype
-    }
+  for (int i = 0; i < m; ++i)  // in place: the bf16 activation replaces the gate row
+    ctx.k.swiglu(g.data() + size_t(i) * I, u.data() + size_t(i) * I, I, L, weights != nullptr,
+                 weights ? weights[i] : 1.0f, g.data() + size_t(i) * I);
   linear(ctx, e.w2, g.data(), m, y);
 }
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "forward/fmath.h"
+#include "numerics/fmath.h"
 
 namespace cedar {
 
@@ -14,9 +14,9 @@ RopeTable::RopeTable(int rd, double theta, bool yarn, double factor, double beta
   freqs_.resize(size_t(rd / 2));
   const float th = float(theta);
   for (int k = 0; k < rd / 2; ++k) {
-    const float e = float(2 * k) / float(rd);                     // fp32 arange / dim
-    const float p = fmath::pow(th, e);                            // torch pow, correctly rounded
-    freqs_[size_t(k)] = 1.0f / p;                                 // fp32 division
+    const float e = float(2 * k) / float(rd);  // fp32 arange / dim
+    const float p = fmath::pow(th, e);         // torch pow, correctly rounded
+    freqs_[size_t(k)] = 1.0f / p;              // fp32 division
   }
   if (yarn && orig > 0) {
     // ref: model.py precompute_freqs_cis corrected_dim, in Python doubles

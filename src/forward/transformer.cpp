@@ -115,7 +115,7 @@ void Transformer::head(const Ctx& ctx, const float* h, const float* pre, int m, 
   std::vector<float> x(size_t(m) * D);
   xn.assign(size_t(m) * D, 0.0f);
   for (int i = 0; i < m; ++i) {
-    hc_pre(h + size_t(i) * HD, pre + size_t(i) * hc, hc, D, x.data() + size_t(i) * D);
+    k_.hc_pre(h + size_t(i) * HD, pre + size_t(i) * hc, hc, D, x.data() + size_t(i) * D);
     k_.rms_norm(x.data() + size_t(i) * D, D, w_.norm, float(cfg_.rms_norm_eps),
                 xn.data() + size_t(i) * D);
   }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 
@@ -14,16 +15,22 @@ namespace cedar {
 
 // One projection weight [out, in] in whichever format the checkpoint stores it.
 struct Linear {
-  enum class Kind { FP8, FP4, BF16, F32 };
+  enum class Kind { FP8, FP4, BF16, F32 };  // in WeightFormat order
   Kind kind = Kind::BF16;
   int out = 0, in = 0;
   const uint8_t* w = nullptr;      // FP8 codes [out, in] | packed E2M1 [out, in/2] | bf16 | f32
   const uint8_t* scale = nullptr;  // UE8M0 [ceil(out/32), in/32] (FP8) | [out, in/32] (FP4)
   std::string name;
 
+  WeightFormat format() const { return static_cast<WeightFormat>(int(kind)); }
   const uint16_t* bf16() const { return reinterpret_cast<const uint16_t*>(w); }
   const float* f32() const { return reinterpret_cast<const float*>(w); }
 };
+
+static_assert(int(Linear::Kind::FP8) == int(WeightFormat::kFP8) &&
+              int(Linear::Kind::FP4) == int(WeightFormat::kFP4) &&
+              int(Linear::Kind::BF16) == int(WeightFormat::kBF16) &&
+              int(Linear::Kind::F32) == int(WeightFormat::kF32));
 
 struct ExpertWeights {
   Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]

@@ -10,8 +10,8 @@
 #include <new>
 #include <stdexcept>
 
-#include "forward/kernel_table.h"
-#include "forward/thread_pool.h"
+#include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -250,13 +250,16 @@ Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passe
   constexpr int M = 32, K = 1024, N = 128, kCalls = 8;
   std::vector<uint8_t> w(size_t(N) * K), ws(size_t(N / 32) * (K / 32), 127);
   for (size_t i = 0; i < w.size(); ++i) w[i] = uint8_t((i * 37 + 11) % 0x7E);
-  std::vector<float> xq(size_t(M) * K), xs(size_t(M) * (K / 32), 1.0f);
-  for (size_t i = 0; i < xq.size(); ++i) xq[i] = float(int(i % 13) - 6) * 0.5f;
+  std::vector<float> x(size_t(M) * K);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6) * 0.5f;
+  const GemmKernels& g = k.gemm[int(WeightFormat::kFP8)];
+  std::vector<float> act(size_t(M) * size_t(g.act_floats(K)));
+  g.prepare(x.data(), M, K, act.data());
   const int T = pool.size();
   std::vector<std::vector<float>> out(size_t(T), std::vector<float>(size_t(M) * N));
   auto rates = timed_passes(pool, passes, 2.0 * M * N * K * kCalls, [&](int t) {
     for (int c = 0; c < kCalls; ++c)
-      k.fp8_gemm(xq.data(), xs.data(), M, K, w.data(), ws.data(), 0, N, out[size_t(t)].data(), N);
+      g.gemm(act.data(), M, K, w.data(), ws.data(), 0, N, out[size_t(t)].data(), N);
   });
   g_sink_f64 = out[0][0];
   return summarize(std::move(rates), T,

@@ -16,6 +16,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   std::unique_ptr<Engine> e(new Engine());
   e->opt_ = opt;
   const KernelTable& kernels = choose_kernels(opt.kernels);
+  e->kernels_ = &kernels;
   e->ckpt_ = Checkpoint::open(opt.model_dir);
   const ModelConfig& cfg = e->ckpt_->config();
 

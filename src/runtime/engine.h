@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "forward/kernel_table.h"
-#include "forward/thread_pool.h"
+#include "base/thread_pool.h"
 #include "forward/transformer.h"
+#include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "runtime/batcher.h"
 #include "text/chat_encoder.h"
@@ -30,10 +30,10 @@
 namespace cedar::runtime {
 
 struct EngineOptions {
-  std::string model_dir;        // required
-  int threads = 0;              // <= 0: all cores
-  std::string kernels = "ref";  // kernel table name (choose_kernels)
-  std::string tokenizer_path;   // "": <model_dir>/tokenizer.json
+  std::string model_dir;       // required
+  int threads = 0;             // <= 0: all cores
+  std::string kernels;         // kernel table name (choose_kernels; "": auto)
+  std::string tokenizer_path;  // "": <model_dir>/tokenizer.json
 };
 
 // A tokenized prompt and how generation starts after it (for the output parser).
@@ -55,6 +55,7 @@ class Engine {
   const Checkpoint& checkpoint() const { return *ckpt_; }
   const text::Tokenizer& tokenizer() const { return *tok_; }
   const Transformer& model() const { return *model_; }
+  const KernelTable& kernels() const { return *kernels_; }
   ThreadPool& pool() { return *pool_; }
   std::mutex& forward_mutex() { return forward_mu_; }
 
@@ -90,6 +91,7 @@ class Engine {
   std::unique_ptr<text::Tokenizer> tok_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Transformer> model_;
+  const KernelTable* kernels_ = nullptr;
   std::vector<int32_t> stop_ids_;
   std::mutex forward_mu_;
   std::unique_ptr<ForwardBatcher> batcher_;  // declared last: stopped before the model goes

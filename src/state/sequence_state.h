@@ -32,6 +32,12 @@ struct WindowRing {
   uint8_t* row_scales(int64_t pos) {
     return scales.data() + size_t(pos % window) * size_t(head_dim / 32);
   }
+  const uint8_t* row_codes(int64_t pos) const {
+    return codes.data() + size_t(pos % window) * size_t(head_dim);
+  }
+  const uint8_t* row_scales(int64_t pos) const {
+    return scales.data() + size_t(pos % window) * size_t(head_dim / 32);
+  }
   // Dequantized (exact bf16 values) row of absolute position pos; the caller guarantees the ring
   // still holds it (pos > n_tokens - 1 - window).
   void read(int64_t pos, float* out) const;
@@ -53,6 +59,12 @@ struct CompressedKv {
               const uint8_t* ik_scales);
   void read_kv(int64_t row, float* out) const;         // exact bf16 values [head_dim]
   void read_index_key(int64_t row, float* out) const;  // exact bf16 values [index_head_dim]
+  const uint8_t* kv_row(int64_t row) const {
+    return kv_fp4.data() + size_t(row) * size_t(head_dim / 2);
+  }
+  const uint8_t* kv_scales_row(int64_t row) const {
+    return kv_scale.data() + size_t(row) * size_t(head_dim / 16);
+  }
   const uint8_t* ik_row(int64_t row) const {
     return ik_fp4.data() + size_t(row) * size_t(index_head_dim / 2);
   }

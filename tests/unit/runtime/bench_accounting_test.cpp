@@ -11,8 +11,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "forward/kernel_table.h"
-#include "forward/thread_pool.h"
+#include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/param_count.h"

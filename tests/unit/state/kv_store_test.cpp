@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "forward/kernel_table.h"
-#include "forward/thread_pool.h"
+#include "base/thread_pool.h"
 #include "forward/transformer.h"
+#include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "text/engram_token_map.h"
 #include "text/tokenizer.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "forward/kernels_ref.h"
+#include "kernels/ref/ref.h"
 #include "model/config.h"
 #include "numerics/bf16.h"
 

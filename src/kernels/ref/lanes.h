@@ -38,7 +38,8 @@ inline double dot_lanes_exact(const float* a, const float* b, int n) {
   v4df acc0 = {0, 0, 0, 0}, acc1 = {0, 0, 0, 0};
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    acc0 += __builtin_convertvector(load4(a + i), v4df) * __builtin_convertvector(load4(b + i), v4df);
+    acc0 +=
+        __builtin_convertvector(load4(a + i), v4df) * __builtin_convertvector(load4(b + i), v4df);
     acc1 += __builtin_convertvector(load4(a + i + 4), v4df) *
             __builtin_convertvector(load4(b + i + 4), v4df);
   }

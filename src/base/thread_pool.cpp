@@ -1,4 +1,4 @@
-#include "forward/thread_pool.h"
+#include "base/thread_pool.h"
 
 #include <algorithm>
 

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <vector>
 
-#include "forward/fmath.h"
-#include "forward/kernels_ref.h"
-#include "forward/simd.h"
+#include "kernels/ref/lanes.h"
+#include "kernels/ref/ref.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
 
@@ -48,24 +48,31 @@ constexpr int kRowBlock = 16;  // activation rows sharing one decoded weight row
 
 }  // namespace
 
-double dot_f32(const float* a, const float* b, int n) { return dot_lanes(a, b, n); }
+int act_floats_quant(int K) { return K + K / 32; }
+int act_floats_plain(int K) { return K; }
 
-double dot_f32_bf16(const float* a, const uint16_t* b, int n) {
-  float wf[256];
-  double s = 0;
-  for (int i0 = 0; i0 < n; i0 += 256) {
-    const int c = n - i0 < 256 ? n - i0 : 256;
-    for (int i = 0; i < c; ++i) wf[i] = bf16_to_f32(b[i0 + i]);
-    s += dot_lanes(a + i0, wf, c);
+// act_quant every row once: the decoded E4M3 values, then the per-32 power-of-two scales
+void prepare_quant(const float* x, int rows, int K, float* act) {
+  std::vector<uint8_t> codes(static_cast<size_t>(K)), sc(static_cast<size_t>(K / 32));
+  const Luts& L = luts();
+  for (int m = 0; m < rows; ++m) {
+    act_quant(x + size_t(m) * K, K, codes.data(), sc.data());
+    float* a = act + size_t(m) * size_t(act_floats_quant(K));
+    for (int i = 0; i < K; ++i) a[i] = L.e4m3[codes[size_t(i)]];
+    for (int b = 0; b < K / 32; ++b) a[K + b] = L.ue8m0[sc[size_t(b)]];
   }
-  return s;
+}
+
+void prepare_plain(const float* x, int rows, int K, float* act) {
+  std::memcpy(act, x, sizeof(float) * size_t(rows) * size_t(K));
 }
 
 CEDAR_MULTIVERSION
-void fp8_gemm(const float* xq, const float* xs, int M, int K, const uint8_t* w, const uint8_t* ws,
-              int n0, int n1, float* out, int ldo) {
+void fp8_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+              float* out, int ldo) {
   const Luts& L = luts();
   const int kb = K / 32;
+  const size_t ld = size_t(act_floats_quant(K));
   float wrow[32];
   float acc[kRowBlock];
   for (int m0 = 0; m0 < M; m0 += kRowBlock) {
@@ -78,10 +85,10 @@ void fp8_gemm(const float* xq, const float* xs, int M, int K, const uint8_t* w, 
         for (int i = 0; i < 32; ++i) wrow[i] = L.e4m3[wr[k * 32 + i]];
         const float sw = L.ue8m0[sr[k]];
         for (int m = 0; m < mb; ++m) {
-          const float* xr = xq + size_t(m0 + m) * size_t(K);
+          const float* xr = act + size_t(m0 + m) * ld;
           const float p = block_dot32(xr + k * 32, wrow);
           // three fp32 steps, in this order (kernel.py: acc += partial * a_s * b_s)
-          acc[m] = acc[m] + (p * xs[size_t(m0 + m) * size_t(kb) + size_t(k)]) * sw;
+          acc[m] = acc[m] + (p * xr[K + k]) * sw;
         }
       }
       for (int m = 0; m < mb; ++m)
@@ -91,10 +98,11 @@ void fp8_gemm(const float* xq, const float* xs, int M, int K, const uint8_t* w, 
 }
 
 CEDAR_MULTIVERSION
-void fp4_gemm(const float* xq, const float* xs, int M, int K, const uint8_t* w, const uint8_t* ws,
-              int n0, int n1, float* out, int ldo) {
+void fp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+              float* out, int ldo) {
   const Luts& L = luts();
   const int kb = K / 32;
+  const size_t ld = size_t(act_floats_quant(K));
   float wrow[32];
   float acc[kRowBlock];
   for (int m0 = 0; m0 < M; m0 += kRowBlock) {
@@ -111,9 +119,9 @@ void fp4_gemm(const float* xq, const float* xs, int M, int K, const uint8_t* w, 
         }
         const float sw = L.ue8m0[sr[k]];
         for (int m = 0; m < mb; ++m) {
-          const float* xr = xq + size_t(m0 + m) * size_t(K);
+          const float* xr = act + size_t(m0 + m) * ld;
           const float p = block_dot32(xr + k * 32, wrow);
-          acc[m] = acc[m] + (p * xs[size_t(m0 + m) * size_t(kb) + size_t(k)]) * sw;
+          acc[m] = acc[m] + (p * xr[K + k]) * sw;
         }
       }
       for (int m = 0; m < mb; ++m)
@@ -123,8 +131,9 @@ void fp4_gemm(const float* xq, const float* xs, int M, int K, const uint8_t* w, 
 }
 
 CEDAR_MULTIVERSION
-void gemm_bf16w(const float* x, int M, int K, const uint16_t* w, int n0, int n1, float* out,
-                int ldo) {
+void gemm_bf16w(const float* x, int M, int K, const uint8_t* wb, const uint8_t*, int n0, int n1,
+                float* out, int ldo) {
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(wb);
   std::vector<float> wf(static_cast<size_t>(K));
   for (int n = n0; n < n1; ++n) {
     const uint16_t* wr = w + size_t(n) * size_t(K);
@@ -137,7 +146,9 @@ void gemm_bf16w(const float* x, int M, int K, const uint16_t* w, int n0, int n1,
 }
 
 CEDAR_MULTIVERSION
-void gemm_f32w(const float* x, int M, int K, const float* w, int n0, int n1, float* out, int ldo) {
+void gemm_f32w(const float* x, int M, int K, const uint8_t* wb, const uint8_t*, int n0, int n1,
+               float* out, int ldo) {
+  const float* w = reinterpret_cast<const float*>(wb);
   for (int n = n0; n < n1; ++n)
     for (int m = 0; m < M; ++m)  // exact products (canonical rule 1), summed exactly
       out[size_t(m) * size_t(ldo) + size_t(n - n0)] = fmath::round_sum(

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "numerics/fp8.h"
+
 namespace cedar::fmath {
 
 inline float f32(double x) { return static_cast<float>(x); }
@@ -53,9 +55,8 @@ inline float sigmoid(float x) {
                            [x] { return 1.0L / (1.0L + std::exp(-(long double)x)); });
 }
 inline float silu(float x) {
-  return correctly_rounded(double(x) / (1.0 + std::exp(-double(x))), [x] {
-    return (long double)x / (1.0L + std::exp(-(long double)x));
-  });
+  return correctly_rounded(double(x) / (1.0 + std::exp(-double(x))),
+                           [x] { return (long double)x / (1.0L + std::exp(-(long double)x)); });
 }
 // torch.nn.functional.softplus with beta 1, threshold 20.
 inline float softplus(float x) {
@@ -80,8 +81,21 @@ inline uint32_t radix_key(float f) {
 inline double pow2d(int e) { return std::bit_cast<double>(uint64_t(e + 1023) << 52); }
 
 // E4M3 / UE8M0 decoding by table (same values as numerics e4m3_to_f32 / ue8m0_to_f32).
-const float* e4m3_values();   // [256]
-const float* ue8m0_values();  // [256]
+struct CodeTables {
+  float e4m3[256], ue8m0[256];
+  CodeTables() {
+    for (int c = 0; c < 256; ++c) {
+      e4m3[c] = e4m3_to_f32(uint8_t(c));
+      ue8m0[c] = ue8m0_to_f32(uint8_t(c));
+    }
+  }
+};
+inline const CodeTables& code_tables() {
+  static const CodeTables t;
+  return t;
+}
+inline const float* e4m3_values() { return code_tables().e4m3; }    // [256]
+inline const float* ue8m0_values() { return code_tables().ue8m0; }  // [256]
 inline float e4m3(uint8_t c) { return e4m3_values()[c]; }
 inline float ue8m0(uint8_t c) { return ue8m0_values()[c]; }
 

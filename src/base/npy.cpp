@@ -1,4 +1,4 @@
-#include "forward/npy.h"
+#include "base/npy.h"
 
 #include <cstring>
 #include <stdexcept>

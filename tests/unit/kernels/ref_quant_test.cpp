@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "forward/kernel_table.h"
-#include "forward/kernels_ref.h"
+#include "kernels/kernel_table.h"
+#include "kernels/ref/ref.h"
 #include "numerics/bf16.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
@@ -154,12 +154,6 @@ TEST(Fp4Ue8m0, PowerOfTwoScaleAndFloor) {
   EXPECT_EQ(d[0], 3.0f);
   EXPECT_EQ(d[1], -1.0f);
   for (int i = 32; i < 64; ++i) EXPECT_EQ(d[size_t(i)], 0.0f);
-}
-
-TEST(KernelTable, RefIsTheDefaultAndUnknownNamesFail) {
-  EXPECT_EQ(choose_kernels().name, "ref");
-  EXPECT_EQ(choose_kernels("ref").name, "ref");
-  EXPECT_THROW(choose_kernels("avx9000"), std::runtime_error);
 }
 
 }  // namespace

@@ -8,12 +8,13 @@
 #include <random>
 #include <vector>
 
-#include "forward/fmath.h"
-#include "forward/kernels_ref.h"
 #include "forward/rope.h"
+#include "kernels/ref/ref.h"
 #include "numerics/bf16.h"
+#include "numerics/fmath.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
+#include "packed_keys.h"
 
 namespace cedar {
 namespace {
@@ -43,8 +44,15 @@ TEST(Fp8Gemm, MatchesTheBlockScaledFormula) {
     for (int i = 0; i < K; ++i) xq[size_t(m * K + i)] = e4m3_to_f32(q[size_t(i)]);
     for (int b = 0; b < K / 32; ++b) xs[size_t(m * (K / 32) + b)] = ue8m0_to_f32(s[size_t(b)]);
   }
+  // the prepared rows are [E4M3 values | scales]
+  std::vector<float> act(size_t(M) * size_t(act_floats_quant(K)));
+  prepare_quant(x.data(), M, K, act.data());
+  for (int m = 0; m < M; ++m)
+    for (int i = 0; i < K + K / 32; ++i)
+      ASSERT_EQ(act[size_t(m * (K + K / 32) + i)],
+                i < K ? xq[size_t(m * K + i)] : xs[size_t(m * (K / 32) + i - K)]);
   std::vector<float> out(size_t(M) * N);
-  fp8_gemm(xq.data(), xs.data(), M, K, w.data(), ws.data(), 0, N, out.data(), N);
+  fp8_gemm(act.data(), M, K, w.data(), ws.data(), 0, N, out.data(), N);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       float acc = 0.0f;
@@ -60,7 +68,7 @@ TEST(Fp8Gemm, MatchesTheBlockScaledFormula) {
     }
   // a column sub-range writes only its own outputs, with the same values
   std::vector<float> part(size_t(M) * 8);
-  fp8_gemm(xq.data(), xs.data(), M, K, w.data(), ws.data(), 17, 25, part.data(), 8);
+  fp8_gemm(act.data(), M, K, w.data(), ws.data(), 17, 25, part.data(), 8);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < 8; ++n) EXPECT_EQ(part[size_t(m * 8 + n)], out[size_t(m * N + 17 + n)]);
 }
@@ -74,8 +82,13 @@ TEST(Fp4Gemm, MatchesTheBlockScaledFormula) {
   std::vector<float> xq(size_t(M) * K), xs(size_t(M) * 2);
   for (auto& v : xq) v = e4m3_to_f32(uint8_t(rng() % 0x7e));
   for (auto& v : xs) v = std::ldexp(1.0f, -int(rng() % 8));
+  std::vector<float> act;  // prepared rows: [E4M3 values | scales]
+  for (int m = 0; m < M; ++m) {
+    act.insert(act.end(), xq.begin() + m * K, xq.begin() + (m + 1) * K);
+    act.insert(act.end(), xs.begin() + m * 2, xs.begin() + (m + 1) * 2);
+  }
   std::vector<float> out(size_t(M) * N);
-  fp4_gemm(xq.data(), xs.data(), M, K, w.data(), ws.data(), 0, N, out.data(), N);
+  fp4_gemm(act.data(), M, K, w.data(), ws.data(), 0, N, out.data(), N);
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       float acc = 0.0f;
@@ -100,7 +113,7 @@ TEST(Bf16Gemm, ExactSumOfExactProducts) {
   std::vector<uint16_t> w(wv.size());
   for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16_bits(wv[i]);
   float out[2];
-  gemm_bf16w(x.data(), 1, K, w.data(), 0, 2, out, 2);
+  gemm_bf16w(x.data(), 1, K, reinterpret_cast<const uint8_t*>(w.data()), nullptr, 0, 2, out, 2);
   for (int n = 0; n < 2; ++n) {
     long double s = 0;
     for (int i = 0; i < K; ++i) s += (long double)x[size_t(i)] * wv[size_t(n * K + i)];
@@ -111,14 +124,14 @@ TEST(Bf16Gemm, ExactSumOfExactProducts) {
   std::vector<float> w32(static_cast<size_t>(K));
   for (int i = 0; i < K; ++i) w32[size_t(i)] = 1.0f / float(i + 3);
   float o32;
-  gemm_f32w(x.data(), 1, K, w32.data(), 0, 1, &o32, 1);
+  gemm_f32w(x.data(), 1, K, reinterpret_cast<const uint8_t*>(w32.data()), nullptr, 0, 1, &o32, 1);
   long double s = 0;
   for (int i = 0; i < K; ++i) s += (long double)x[size_t(i)] * w32[size_t(i)];
   EXPECT_EQ(o32, float(s));
   // the case where rounding each product first changes the sum
   const float a2[2] = {1.0f + 0x1p-23f, 1.0f + 0x1p-23f}, b2[2] = {1.0f + 0x1p-23f, -1.0f};
   float o2;
-  gemm_f32w(a2, 1, 2, b2, 0, 1, &o2, 1);
+  gemm_f32w(a2, 1, 2, reinterpret_cast<const uint8_t*>(b2), nullptr, 0, 1, &o2, 1);
   EXPECT_EQ(o2, 0x1p-23f + 0x1p-46f);
 }
 
@@ -137,16 +150,21 @@ TEST(Transcendentals, SigmoidMidpointsAreResolved) {
     EXPECT_EQ(fmath::sigmoid(x), float(1.0 / (1.0 + std::exp(-double(x)))));
 }
 
+// One head of sparse_attn over packed keys.
+std::vector<float> attn1(const float* q, const test::PackedKeys& pk, float sink, float scale) {
+  std::vector<float> o(size_t(pk.hd)), scratch(sparse_attn_scratch(1, pk.hd));
+  sparse_attn(q, 1, pk.hd, pk.keys(), &sink, scale, o.data(), scratch.data());
+  return o;
+}
+
 // sparse_attn against a naive full softmax in double: close, not equal (bf16 probabilities).
 TEST(SparseAttn, CloseToNaiveSoftmax) {
-  const int hd = 64, nk = 150;  // three blocks of 64
+  const int hd = 64, nk = 150;  // three blocks of 64: 128 window rows, 22 compressed rows
   const auto q = bf16_normal(hd, 21, 0.5f);
-  const auto kv = bf16_normal(hd * nk, 22, 0.5f);
-  std::vector<const float*> keys;
-  for (int j = 0; j < nk; ++j) keys.push_back(kv.data() + j * hd);
+  const test::PackedKeys pk = test::pack_keys(bf16_normal(hd * nk, 22, 0.5f), hd, 128, 22);
+  const std::vector<float>& kv = pk.values;
   const float sink = 0.3f, scale = float(std::pow(64.0, -0.5));
-  std::vector<float> o(static_cast<size_t>(hd));
-  sparse_attn(q.data(), hd, keys.data(), nk, sink, scale, o.data());
+  const std::vector<float> o = attn1(q.data(), pk, sink, scale);
   std::vector<double> s(static_cast<size_t>(nk));
   double mx = sink;
   for (int j = 0; j < nk; ++j) {
@@ -167,17 +185,18 @@ TEST(SparseAttn, CloseToNaiveSoftmax) {
 // Exact block semantics: probabilities rounded to bf16 relative to the running max of their
 // block, the sink added at the end. Spelled out step by step on two-block cases (the second block
 // holds the largest score, so the first gets rescaled); among them, cases whose answer changes if
-// the probabilities were not rounded.
+// the probabilities were not rounded. Heads are independent: every head of a multi-head call
+// equals its single-head result.
 TEST(SparseAttn, ExactOnlineSoftmaxBlocks) {
-  const int hd = 4, nk = 70;
-  std::vector<float> kv(size_t(hd) * nk);
+  const int hd = 32, nk = 70;
+  std::vector<float> rows(size_t(hd) * nk);
   for (int j = 0; j < nk; ++j)
     for (int d = 0; d < hd; ++d)
-      kv[size_t(hd * j + d)] = round_bf16(float((j * 7 + d * 3) % 11) / 8.0f - 0.6f);
-  kv[size_t(hd * 66)] = 3.0f;
-  std::vector<const float*> keys;
-  for (int j = 0; j < nk; ++j) keys.push_back(kv.data() + hd * j);
-  const float sink = -1.0f, scale = 0.75f;
+      rows[size_t(hd * j + d)] = round_bf16(float((j * 7 + d * 3) % 11) / 8.0f - 0.6f);
+  rows[size_t(hd * 66)] = 3.0f;
+  const test::PackedKeys pk = test::pack_keys(rows, hd, 50, 20);
+  const float* kv = pk.values.data();
+  const float sink = -1.0f, scale = 0.25f;
 
   auto run = [&](const float* q, bool round_p) {
     std::vector<float> acc(size_t(hd), 0.0f);
@@ -188,7 +207,7 @@ TEST(SparseAttn, ExactOnlineSoftmaxBlocks) {
       float bm = -INFINITY;
       for (int j = 0; j < nb; ++j) {
         double d = 0;
-        for (int i = 0; i < hd; ++i) d += double(q[i] * keys[size_t(b0 + j)][i]);
+        for (int i = 0; i < hd; ++i) d += double(q[i] * kv[size_t(b0 + j) * hd + i]);
         s[size_t(j)] = float(d) * scale;
         bm = std::max(bm, s[size_t(j)]);
       }
@@ -200,7 +219,7 @@ TEST(SparseAttn, ExactOnlineSoftmaxBlocks) {
         const float p = float(std::exp(double(s[size_t(j)] - mn)));
         ps += p;
         const float pb = round_p ? round_bf16(p) : p;
-        for (int i = 0; i < hd; ++i) a[size_t(i)] += double(pb * keys[size_t(b0 + j)][i]);
+        for (int i = 0; i < hd; ++i) a[size_t(i)] += double(pb * kv[size_t(b0 + j) * hd + i]);
       }
       den = den * alpha + float(ps);
       for (int i = 0; i < hd; ++i) acc[size_t(i)] = acc[size_t(i)] * alpha + float(a[size_t(i)]);
@@ -212,24 +231,35 @@ TEST(SparseAttn, ExactOnlineSoftmaxBlocks) {
     return o;
   };
   int sensitive = 0;
+  std::vector<float> qs;  // every case as one head of a multi-head call
+  std::vector<std::vector<float>> exacts;
   for (int t = 0; t < 64; ++t) {
-    const float q[4] = {round_bf16(0.5f + float(t) / 64.0f), 0.3125f,
-                        round_bf16(-0.25f + float(t) / 128.0f), 0.125f};
-    std::vector<float> o(static_cast<size_t>(hd));
-    sparse_attn(q, hd, keys.data(), nk, sink, scale, o.data());
-    const auto exact = run(q, true);
-    EXPECT_EQ(o, exact) << t;
-    if (run(q, false) != exact) ++sensitive;
+    std::vector<float> q(static_cast<size_t>(hd));
+    for (int i = 0; i < hd; ++i)
+      q[size_t(i)] =
+          round_bf16(float((i * 5 + t) % 9) / 16.0f + (i == 0 ? float(t) / 32.0f : 0.0f));
+    const auto exact = run(q.data(), true);
+    EXPECT_EQ(attn1(q.data(), pk, sink, scale), exact) << t;
+    if (run(q.data(), false) != exact) ++sensitive;
+    qs.insert(qs.end(), q.begin(), q.end());
+    exacts.push_back(exact);
   }
   EXPECT_GT(sensitive, 0) << "no case where the bf16 rounding of p matters";
+  const int H = 64;
+  std::vector<float> sinks(size_t(H), sink), o(size_t(H) * hd), scratch(sparse_attn_scratch(H, hd));
+  sparse_attn(qs.data(), H, hd, pk.keys(), sinks.data(), scale, o.data(), scratch.data());
+  for (int h = 0; h < H; ++h)
+    EXPECT_EQ(std::vector<float>(o.begin() + h * hd, o.begin() + (h + 1) * hd), exacts[size_t(h)])
+        << h;
 }
 
 TEST(SparseAttn, EmptyListGivesZeros) {
-  const float q[2] = {1, 2};
-  float o[2] = {5, 5};
-  sparse_attn(q, 2, nullptr, 0, 0.5f, 1.0f, o);
-  EXPECT_EQ(o[0], 0.0f);
-  EXPECT_EQ(o[1], 0.0f);
+  const float q[32] = {1, 2};
+  float o[32], sink = 0.5f;
+  std::fill_n(o, 32, 5.0f);
+  std::vector<float> scratch(sparse_attn_scratch(1, 32));
+  sparse_attn(q, 1, 32, AttnKeys{}, &sink, 1.0f, o, scratch.data());
+  for (float v : o) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(HcSplitSinkhorn, ColumnsSumToOneRowsNearlyAndPrePostInRange) {

@@ -5,32 +5,10 @@
 #include <bit>
 #include <cmath>
 
-#include "forward/fmath.h"
-#include "forward/kernels_ref.h"
+#include "kernels/ref/ref.h"
+#include "numerics/fmath.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
-
-namespace cedar::fmath {
-
-const float* e4m3_values() {
-  static const auto t = [] {
-    std::array<float, 256> v{};
-    for (int c = 0; c < 256; ++c) v[size_t(c)] = e4m3_to_f32(uint8_t(c));
-    return v;
-  }();
-  return t.data();
-}
-
-const float* ue8m0_values() {
-  static const auto t = [] {
-    std::array<float, 256> v{};
-    for (int c = 0; c < 256; ++c) v[size_t(c)] = ue8m0_to_f32(uint8_t(c));
-    return v;
-  }();
-  return t.data();
-}
-
-}  // namespace cedar::fmath
 
 namespace cedar::kernels::ref {
 

@@ -1,0 +1,129 @@
+// KernelTable: the kernel socket of the forward pass (DESIGN.md, EXAMPLES.md §7.3 and §10). One
+// table per instruction set -- "ref" (the scalar reference-mode kernels, the oracle of
+// docs/NUMERICS.md), "avx2", "avx512" -- chosen once at start-up (select.cpp) and passed by
+// reference to every module. Names match the reference kernel.py where one exists. Every kernel
+// is single-threaded over the range it is given; the modules split work across threads, so a
+// kernel never sees the thread count. Activations are carried as fp32 arrays holding bf16 values.
+//
+// Fidelity (docs/NUMERICS.md "Fast kernels"): the quantizers, rope and top-k of every table are
+// bit-exact; the products and reductions of the fast tables sum in fp32 vector lanes and are
+// checked against "ref" with stated tolerances. Every table computes each output of a row from
+// that row alone, in an order that does not depend on how many rows or threads share the call,
+// so a row's result is the same alone, in a batch and in a chunk (batch invariance).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cedar {
+
+// The weight formats of linear() (NUMERICS §G), as stored by the checkpoint.
+enum class WeightFormat : int {
+  kFP8 = 0,   // E4M3 [N, K] + UE8M0 scale [ceil(N/32), K/32]
+  kFP4 = 1,   // packed E2M1 [N, K/2] (element 2j in the low nibble) + UE8M0 [N, K/32]
+  kBF16 = 2,  // bf16 [N, K]
+  kF32 = 3,   // fp32 [N, K]
+};
+constexpr int kWeightFormats = 4;
+
+// One weight format's kernel family (the llama.cpp "type traits" idea): how an activation row is
+// prepared -- once per row, in the encoding the family's product wants -- and the product itself.
+struct GemmKernels {
+  // floats per prepared row of width K
+  int (*act_floats)(int K);
+  // x [rows, K] -> act [rows, act_floats(K)]. FP8/FP4: act_quant(x, 32) (bit-exact) and its
+  // decoded values; BF16/F32: the row itself, possibly reordered.
+  void (*prepare)(const float* x, int rows, int K, float* act);
+  // out[m * ldo + (n - n0)] for rows m in [0, M) and columns n in [n0, n1) of W [N, K]:
+  // FP8/FP4 the bf16-rounded block-scaled product (kernel.py fp8_gemm / fp4_gemm); BF16/F32 the
+  // fp32 sum (the caller rounds where the reference holds bf16).
+  void (*gemm)(const float* act, int M, int K, const uint8_t* w, const uint8_t* scale, int n0,
+               int n1, float* out, int ldo);
+  int n_align;  // column ranges given to gemm start at multiples of this (scale groups, panels)
+};
+
+// One key row of sparse attention, read packed (never widened in the state).
+struct KeyRow {
+  const uint8_t* codes;   // window: E4M3 [hd]; compressed: packed E2M1 [hd/2]
+  const uint8_t* scales;  // window: UE8M0 [hd/32]; compressed: E4M3 [hd/16]
+};
+// The compact key list of one query (canonical-arithmetic.md): window rows oldest first, then
+// the selected compressed rows in ascending row order; K = V.
+struct AttnKeys {
+  const KeyRow* win = nullptr;
+  int n_win = 0;
+  const KeyRow* comp = nullptr;
+  int n_comp = 0;
+};
+
+struct KernelTable {
+  std::string_view name;
+
+  // ref: kernel.py act_quant(x, 32, "ue8m0"). x [n] (n % 32 == 0) -> E4M3 codes [n] and UE8M0
+  // scale codes [n/32].
+  void (*act_quant)(const float* x, int n, uint8_t* codes, uint8_t* scales);
+  // ref: kernel.py fp4_act_quant(x, 16, scale_dtype=e4m3): packed E2M1 [n/2], E4M3 scales [n/16].
+  void (*fp4_act_quant_e4m3)(const float* x, int n, uint8_t* packed, uint8_t* scales);
+  // ref: kernel.py fp4_act_quant(x, 32) with UE8M0 scales: packed E2M1 [n/2], UE8M0 [n/32].
+  void (*fp4_act_quant_ue8m0)(const float* x, int n, uint8_t* packed, uint8_t* scales);
+
+  // linear() by weight format (index: WeightFormat).
+  GemmKernels gemm[kWeightFormats];
+
+  // ref: model.py RMSNorm.forward. x [n] bf16 values, w [n] bf16 -> out [n] bf16 values.
+  void (*rms_norm)(const float* x, int n, const uint16_t* w, float eps, float* out);
+  // ref: model.py apply_rotary_emb on one vector's last rd channels; cos/sin [rd/2]; the result is
+  // rounded to bf16. inverse conjugates the rotation.
+  void (*rope)(float* x, int rd, const float* cos, const float* sin, bool inverse);
+
+  // ref: kernel.py sparse_attn for one query, all H heads (K = V is shared by the heads): q [H,
+  // hd] bf16 values, sink [H], out [H, hd] bf16 values. scratch: sparse_attn_scratch(H, hd)
+  // floats.
+  void (*sparse_attn)(const float* q, int H, int hd, const AttnKeys& keys, const float* sink,
+                      float scale, float* out, float* scratch);
+  size_t (*sparse_attn_scratch)(int H, int hd);
+
+  // ref: model.py Indexer.forward scores of one query against n index keys (NUMERICS §C):
+  // qc [IH, ihd] = 2 * E2M1 value of the query codes (integers in [-12, 12]), qe [IH, ihd/32]
+  // its UE8M0 scale codes, w [IH] the per-head weights; keys packed E2M1 [*, ihd/2] and their
+  // UE8M0 scales [*, ihd/32]; rows (nullptr: 0..n-1) the key rows to score. score [n] bf16.
+  void (*index_scores)(const int8_t* qc, const uint8_t* qe, const float* w, int IH, int ihd,
+                       const uint8_t* keys, const uint8_t* key_scales, const int32_t* rows,
+                       int64_t n, float* score);
+
+  // ref: kernel.py hc_split_sinkhorn for one token: mixes [(2+hc)*hc] -> pre [hc], post [hc],
+  // comb [hc*hc] (row i = input copy, column j = output copy).
+  void (*hc_split_sinkhorn)(const float* mixes, const float* scale, const float* base, int hc,
+                            int iters, float eps, float* pre, float* post, float* comb);
+  // ref: model.py Block.hc_pre for one token: x[d] = bf16(sum_c f32(mix[c] * h[c][d])).
+  void (*hc_pre)(const float* h, const float* mix, int hc, int D, float* x);
+  // ref: model.py Block.hc_post for one token:
+  // out[j][d] = bf16(f32(post[j] * y[d]) + sum_i f32(comb[i][j] * h[i][d])).
+  void (*hc_post)(const float* y, const float* h, const float* post, const float* comb, int hc,
+                  int D, float* out);
+  // ref: model.py Expert.forward between the GEMMs, for one row: u = clamp(u, -L, L), g = min(g,
+  // L) (limit L > 0 only), a = silu(g) * u, times `weight` when weighted; out = bf16(a).
+  void (*swiglu)(const float* g, const float* u, int n, float limit, bool weighted, float weight,
+                 float* out);
+
+  // torch.topk on CUDA: the k largest of v[0..n) in radix order, ties -> lower index first.
+  // Writes the chosen indices sorted ascending. Bit-exact in every table.
+  void (*topk)(const float* v, int n, int k, int* out);
+};
+
+// The table named `name` ("ref", "avx2", "avx512"); empty: CEDAR_KERNELS if set, else the best
+// table this CPU supports. Throws std::runtime_error naming the value for an unknown name or a
+// table the CPU cannot run.
+const KernelTable& choose_kernels(std::string_view name = {});
+// Every table compiled in that this CPU can run, ref first (the tests iterate these).
+std::vector<const KernelTable*> supported_kernel_tables();
+// Every table compiled in (whether or not this CPU runs it).
+std::vector<std::string> kernel_table_names();
+// One line for `run`, `serve` and `bench`: the table in use and the CPU features it was chosen
+// from, e.g. "kernels avx2 (cpu: avx2 fma f16c; avx512 no)".
+std::string describe_kernels(const KernelTable& k);
+
+}  // namespace cedar

@@ -1,0 +1,33 @@
+// The "ref" table: the scalar reference-mode kernels (docs/NUMERICS.md), the oracle every other
+// table is tested against.
+#include "kernels/ref/ref.h"
+
+namespace cedar::kernels::ref {
+
+const KernelTable& table() {
+  static const KernelTable t = {
+      "ref",
+      act_quant,
+      fp4_act_quant_e4m3,
+      fp4_act_quant_ue8m0,
+      {
+          {act_floats_quant, prepare_quant, fp8_gemm, 1},
+          {act_floats_quant, prepare_quant, fp4_gemm, 1},
+          {act_floats_plain, prepare_plain, gemm_bf16w, 1},
+          {act_floats_plain, prepare_plain, gemm_f32w, 1},
+      },
+      rms_norm,
+      rope,
+      sparse_attn,
+      sparse_attn_scratch,
+      index_scores,
+      hc_split_sinkhorn,
+      hc_pre,
+      hc_post,
+      swiglu,
+      topk,
+  };
+  return t;
+}
+
+}  // namespace cedar::kernels::ref

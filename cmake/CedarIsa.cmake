@@ -4,8 +4,8 @@
 # CEDAR_KERNEL_ISAS lists the ISAs compiled in; each defines CEDAR_HAVE_<ISA>=1 for select.cpp.
 include(CheckCXXCompilerFlag)
 
-set(CEDAR_ISA_FLAGS_avx2 -mavx2 -mfma -mf16c)
-set(CEDAR_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c)
+set(CEDAR_ISA_FLAGS_avx2 -O3 -mavx2 -mfma -mf16c)
+set(CEDAR_ISA_FLAGS_avx512 -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c)
 
 set(CEDAR_KERNEL_ISAS "")
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")

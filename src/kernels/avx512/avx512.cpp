@@ -1,14 +1,24 @@
 // The "avx512" kernel table: the fast kernels of src/kernels/fast/ instantiated for this ISA. This
-// translation unit is the only one compiled with the avx512 flags (cmake/CedarIsa.cmake).
+// translation unit is the only one compiled with the avx512 flags (cmake/CedarIsa.cmake); the
+// entries without a fast version yet are the reference kernels.
+#include "kernels/fast/gemm.h"
+#include "kernels/fast/quant.h"
 #include "kernels/fast/tables.h"
+#include "kernels/fast/vec512.h"
 #include "kernels/ref/ref.h"
 
 namespace cedar::kernels::avx512 {
 
 const KernelTable& table() {
+  using G = fast::V16;  // the GEMMs' vector layer
   static const KernelTable t = [] {
     KernelTable k = ref::table();
     k.name = "avx512";
+    k.act_quant = fast::act_quant;
+    k.gemm[int(WeightFormat::kFP8)] = fast::fp8_family<G>();
+    k.gemm[int(WeightFormat::kFP4)] = fast::fp4_family<G>();
+    k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family<G>();
+    k.gemm[int(WeightFormat::kF32)] = fast::f32_family<G>();
     return k;
   }();
   return t;

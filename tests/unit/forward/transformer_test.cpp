@@ -150,13 +150,17 @@ TEST_F(TinyModel, CliWritesNpyAndChunkingMatches) {
   const std::string m = *dir_ + "/tiny", a = *dir_ + "/a.npy", b = *dir_ + "/b.npy",
                     c = *dir_ + "/c.npy";
   const std::string ids = "0,5,7,100,2000,3,77,1234,99999,129279,42";
-  ASSERT_EQ(run(cedar_bin() + " logits --model " + m + " --ids " + ids + " --out " + a), 0);
-  ASSERT_EQ(run(cedar_bin() + " logits --model " + m + " --ids " + ids + " --out " + b +
-                " --chunk 3 --threads 1"),
-            0);
-  ASSERT_EQ(run(cedar_bin() + " logits --model " + m + " --ids " + ids + " --out " + c +
-                " --decode --kernels ref"),
-            0);
+  const std::string cli = cedar_bin() + " logits --model " + m + " --ids " + ids;
+  ASSERT_EQ(run(cli + " --kernels ref --out " + a), 0);
+  ASSERT_EQ(run(cli + " --kernels ref --out " + b + " --chunk 3 --threads 1"), 0);
+  ASSERT_EQ(run(cli + " --kernels ref --out " + c + " --decode"), 0);
+  // the default (fastest) table is batch-invariant too: one-shot = chunked = decode
+  const std::string d = *dir_ + "/d.npy", e = *dir_ + "/e.npy", f = *dir_ + "/f.npy";
+  ASSERT_EQ(run(cli + " --out " + d), 0);
+  ASSERT_EQ(run(cli + " --out " + e + " --chunk 3 --threads 1"), 0);
+  ASSERT_EQ(run(cli + " --out " + f + " --decode"), 0);
+  EXPECT_EQ(slurp(d), slurp(e));
+  EXPECT_EQ(slurp(d), slurp(f));
   const auto fa = slurp(a);
   EXPECT_EQ(fa, slurp(b));
   EXPECT_EQ(fa, slurp(c));

@@ -1,0 +1,301 @@
+// The fast GEMM families (kernel_table.h GemmKernels) over a vector layer V (V8 or V16), for the
+// four weight formats.
+//
+// Every output (m, n) is a dot product with its lanes along K: acc = fma(x[k..k+N), w[k..k+N),
+// acc) over the K vectors in order, one accumulator, then V::hsum's fixed tree. Decode steps
+// (one row) decode each weight block into registers as they stream; several rows share a panel
+// of weight rows decoded once into fp32 and run register tiles of MR rows x R columns over it.
+// Both do the same FMAs in the same order on the same values, so a row's result does not depend
+// on how many rows share the call (or on the thread split): batch invariance.
+//
+// Weight values are decoded exactly (E4M3 x 2^-8 x (scale x 2^8), E2M1 x scale, bf16, fp32) in
+// the decoders' lane order; activation rows are stored in that order by prepare(), which for the
+// FP8/FP4 families is the bit-exact act_quant followed by the dequantized values q * s (exact).
+// So the fast tables differ from the reference only in the order and rounding of the sums.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/fast/quant.h"
+#include "kernels/kernel_table.h"
+
+// Register tiles are arrays indexed by constant loops: they stay in registers only when the
+// loops are unrolled completely.
+#define CEDAR_UNROLL _Pragma("GCC unroll 16")
+
+namespace cedar::kernels::fast {
+namespace {
+
+inline float e8m0(uint8_t c) {
+  return c == 0 ? bits_f32(0x00400000u) : bits_f32(uint32_t(c) << 23);
+}
+
+inline float bf16_round(float f) {  // round to nearest even bf16 (inputs are finite)
+  uint32_t u = f32_bits(f);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  return bits_f32(u);
+}
+
+// Decoders of one 32-element K block of weight row n, exact and scaled, in V's lane order.
+template <class V>
+struct Fp8Rows {
+  static void block(const uint8_t* w, const uint8_t* ws, int K, int n, int kb, typename V::F* out) {
+    V::dec_e4m3(w + size_t(n) * size_t(K) + size_t(kb) * 32, out);
+    // E4M3 x 2^-8 from the decoder; the UE8M0 block scale (per 32 rows x 32 columns) x 2^8
+    const typename V::F s =
+        V::set1(e8m0(ws[size_t(n / 32) * size_t(K / 32) + size_t(kb)]) * 256.0f);
+    CEDAR_UNROLL for (int j = 0; j < V::kBlockVecs; ++j) out[j] = V::mul(out[j], s);
+  }
+};
+template <class V>
+struct Fp4Rows {
+  static void block(const uint8_t* w, const uint8_t* ws, int K, int n, int kb, typename V::F* out) {
+    V::dec_e2m1(w + size_t(n) * size_t(K / 2) + size_t(kb) * 16, out);
+    const typename V::F s = V::set1(e8m0(ws[size_t(n) * size_t(K / 32) + size_t(kb)]));
+    CEDAR_UNROLL for (int j = 0; j < V::kBlockVecs; ++j) out[j] = V::mul(out[j], s);
+  }
+};
+template <class V>
+struct Bf16Rows {
+  static void block(const uint8_t* w, const uint8_t*, int K, int n, int kb, typename V::F* out) {
+    V::dec_bf16(reinterpret_cast<const uint16_t*>(w) + size_t(n) * size_t(K) + size_t(kb) * 32,
+                out);
+  }
+};
+template <class V>
+struct F32Rows {
+  static void block(const uint8_t* w, const uint8_t*, int K, int n, int kb, typename V::F* out) {
+    V::dec_f32(reinterpret_cast<const float*>(w) + size_t(n) * size_t(K) + size_t(kb) * 32, out);
+  }
+};
+
+// The decoders' lane order: order[i] = which element of a 32-block lands in slot i of the
+// decoded vectors, found by decoding synthetic blocks whose elements all decode differently.
+template <class V>
+struct BlockOrder {
+  int fp8[32] = {}, fp4[32] = {}, bf16[32] = {};
+  BlockOrder() {
+    alignas(64) float out[32];
+    typename V::F vec[V::kBlockVecs];
+    auto spill = [&] {
+      for (int j = 0; j < V::kBlockVecs; ++j) V::store(out + j * V::N, vec[j]);
+    };
+    // E4M3 codes 0x38 + e decode to 1 + e/8 (e < 8), then the next binades: distinct, ascending
+    uint8_t c8[32];
+    for (int e = 0; e < 32; ++e) c8[e] = uint8_t(0x38 + e);
+    V::dec_e4m3(c8, vec);
+    spill();
+    for (int i = 0; i < 32; ++i) {
+      for (int e = 0; e < 32; ++e) {
+        const uint32_t b = (uint32_t(0x38 + e) << 20) + ((127u - 7u - 8u) << 23);  // value * 2^-8
+        if (f32_bits(out[i]) == b) fp8[i] = e;
+      }
+    }
+    // E2M1 has 8 magnitudes: one block with code e % 8, one with code e / 8 (e < 32)
+    static const float kMag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    auto code_of = [&](float v) {
+      for (int c = 0; c < 8; ++c)
+        if (kMag[c] == v) return c;
+      return -1;
+    };
+    uint8_t lo[16], hi[16];
+    for (int j = 0; j < 16; ++j) {
+      lo[j] = uint8_t(((2 * j) % 8) | (((2 * j + 1) % 8) << 4));
+      hi[j] = uint8_t(((2 * j) / 8) | (((2 * j + 1) / 8) << 4));
+    }
+    int low[32];
+    V::dec_e2m1(lo, vec);
+    spill();
+    for (int i = 0; i < 32; ++i) low[i] = code_of(out[i]);
+    V::dec_e2m1(hi, vec);
+    spill();
+    for (int i = 0; i < 32; ++i) fp4[i] = code_of(out[i]) * 8 + low[i];
+    // bf16: element e holds the value e (exact)
+    uint16_t b16[32];
+    for (int e = 0; e < 32; ++e) b16[e] = uint16_t(f32_bits(float(e)) >> 16);
+    V::dec_bf16(b16, vec);
+    spill();
+    for (int i = 0; i < 32; ++i) bf16[i] = int(out[i]);
+  }
+};
+template <class V>
+const BlockOrder<V>& block_order() {
+  static const BlockOrder<V> o;
+  return o;
+}
+
+// ---- prepare: activation rows in the decoders' order ----
+
+int act_floats_same(int K) { return K; }
+
+// x -> act_quant (bit-exact) -> q * s, each 32-block permuted by `order`
+void prepare_quant_rows(const float* x, int rows, int K, float* act, const int* order) {
+  alignas(64) float deq[32];
+  for (int m = 0; m < rows; ++m)
+    for (int b = 0; b < K / 32; ++b) {
+      act_quant_block(x + size_t(m) * K + size_t(b) * 32, nullptr, deq);
+      float* a = act + size_t(m) * K + size_t(b) * 32;
+      for (int i = 0; i < 32; ++i) a[i] = deq[order[i]];
+    }
+}
+void permute_rows(const float* x, int rows, int K, float* act, const int* order) {
+  for (int m = 0; m < rows; ++m)
+    for (int b = 0; b < K / 32; ++b) {
+      const float* s = x + size_t(m) * K + size_t(b) * 32;
+      float* a = act + size_t(m) * K + size_t(b) * 32;
+      for (int i = 0; i < 32; ++i) a[i] = s[order[i]];
+    }
+}
+
+template <class V>
+void prepare_fp8(const float* x, int rows, int K, float* act) {
+  prepare_quant_rows(x, rows, K, act, block_order<V>().fp8);
+}
+template <class V>
+void prepare_fp4(const float* x, int rows, int K, float* act) {
+  prepare_quant_rows(x, rows, K, act, block_order<V>().fp4);
+}
+template <class V>
+void prepare_bf16(const float* x, int rows, int K, float* act) {
+  permute_rows(x, rows, K, act, block_order<V>().bf16);
+}
+void prepare_f32(const float* x, int rows, int K, float* act) {
+  std::memcpy(act, x, sizeof(float) * size_t(rows) * size_t(K));
+}
+
+// ---- the product ----
+
+// A per-thread buffer for the decoded panel (grows, never shrinks; freed at thread exit).
+struct PanelBuffer {
+  float* p = nullptr;
+  size_t n = 0;
+  ~PanelBuffer() { std::free(p); }
+  float* get(size_t floats) {
+    if (floats > n) {
+      std::free(p);
+      p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+      if (!p) std::abort();
+      n = floats;
+    }
+    return p;
+  }
+};
+inline float* panel_buffer(size_t floats) {
+  static thread_local PanelBuffer b;
+  return b.get(floats);
+}
+
+template <bool kRound>
+inline void put(float* out, float v) {
+  *out = kRound ? bf16_round(v) : v;
+}
+
+// One activation row against R weight rows, decoding each block into registers as it streams.
+template <class V, class Rows, int R, bool kRound>
+void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n, float* out) {
+  using F = typename V::F;
+  constexpr int NV = V::kBlockVecs;
+  F acc[R];
+  CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  for (int kb = 0; kb < K / 32; ++kb) {
+    F xv[NV], wv[NV];
+    CEDAR_UNROLL for (int j = 0; j < NV; ++j) xv[j] = V::load(x + kb * 32 + j * V::N);
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+      Rows::block(w, ws, K, n + r, kb, wv);
+      CEDAR_UNROLL for (int j = 0; j < NV; ++j) acc[r] = V::fma(xv[j], wv[j], acc[r]);
+    }
+  }
+  CEDAR_UNROLL for (int r = 0; r < R; ++r) put<kRound>(out + r, V::hsum(acc[r]));
+}
+
+// MR activation rows against R decoded weight rows of a panel (row stride K).
+template <class V, int MR, int R, bool kRound>
+void panel_tile(const float* act, int K, const float* panel, float* out, int ldo) {
+  using F = typename V::F;
+  F acc[MR][R];
+  CEDAR_UNROLL for (int i = 0; i < MR; ++i) {
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[i][r] = V::zero();
+  }
+  for (int k = 0; k < K; k += V::N) {
+    F x[MR];
+    CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = V::load(act + size_t(i) * K + k);
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+      const F wv = V::load(panel + size_t(r) * K + k);
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[i][r] = V::fma(x[i], wv, acc[i][r]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < R; ++r) put<kRound>(out + size_t(i) * ldo + r, V::hsum(acc[i][r]));
+}
+
+template <class V, int MR, int R, bool kRound>
+void panel_rows(const float* act, int M, int K, const float* panel, float* out, int ldo) {
+  int m = 0;
+  for (; m + MR <= M; m += MR)
+    panel_tile<V, MR, R, kRound>(act + size_t(m) * K, K, panel, out + size_t(m) * ldo, ldo);
+  if constexpr (MR > 1) {
+    if (m < M)
+      panel_rows<V, MR - 1, R, kRound>(act + size_t(m) * K, M - m, K, panel, out + size_t(m) * ldo,
+                                       ldo);
+  }
+}
+
+// Register tile sizes: MR x R accumulators, MR activation vectors and one weight vector must
+// fit the register file (16 on AVX2, 32 on AVX-512).
+template <class V>
+struct Tile {
+  static constexpr int R = 4;
+  static constexpr int MR = V::N == 8 ? 3 : 5;
+};
+
+template <class V, class Rows, int R, bool kRound>
+void gemm_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n,
+               float* out, int ldo) {
+  using F = typename V::F;
+  if (M == 1) {
+    gemv_tile<V, Rows, R, kRound>(act, K, w, ws, n, out);
+    return;
+  }
+  float* panel = panel_buffer(size_t(R) * size_t(K));
+  for (int r = 0; r < R; ++r)
+    for (int kb = 0; kb < K / 32; ++kb) {
+      F v[V::kBlockVecs];
+      Rows::block(w, ws, K, n + r, kb, v);
+      for (int j = 0; j < V::kBlockVecs; ++j)
+        V::store(panel + size_t(r) * K + kb * 32 + j * V::N, v[j]);
+    }
+  panel_rows<V, Tile<V>::MR, R, kRound>(act, M, K, panel, out, ldo);
+}
+
+template <class V, class Rows, bool kRound>
+void gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+          float* out, int ldo) {
+  constexpr int R = Tile<V>::R;
+  int n = n0;
+  for (; n + R <= n1; n += R)
+    gemm_cols<V, Rows, R, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
+  for (; n < n1; ++n) gemm_cols<V, Rows, 1, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
+}
+
+// The four families of one vector layer (kernel_table.h GemmKernels).
+template <class V>
+GemmKernels fp8_family() {
+  return {act_floats_same, prepare_fp8<V>, gemm<V, Fp8Rows<V>, true>, 4};
+}
+template <class V>
+GemmKernels fp4_family() {
+  return {act_floats_same, prepare_fp4<V>, gemm<V, Fp4Rows<V>, true>, 4};
+}
+template <class V>
+GemmKernels bf16_family() {
+  return {act_floats_same, prepare_bf16<V>, gemm<V, Bf16Rows<V>, false>, 4};
+}
+template <class V>
+GemmKernels f32_family() {
+  return {act_floats_same, prepare_f32, gemm<V, F32Rows<V>, false>, 4};
+}
+
+}  // namespace
+}  // namespace cedar::kernels::fast

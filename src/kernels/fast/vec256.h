@@ -1,0 +1,101 @@
+// V8: eight fp32 lanes on AVX2 + FMA + F16C, the vector layer of the fast kernels
+// (kernels/fast/*.h are templates over a V like this one).
+//
+// Included only by kernel translation units compiled with at least these flags
+// (kernels/<isa>/<isa>.cpp). Like every kernels/fast header it puts everything in an anonymous
+// namespace: each ISA TU gets its own private copy compiled with its own flags, so no copy built
+// for a wider ISA can be linked into code that runs on a narrower CPU. For the same reason these
+// headers include no header with external inline functions (only intrinsics and <cstdint>).
+//
+// The weight decoders turn one 32-element K block of a stored row into exact fp32 values, in a
+// lane order of their own choosing (whatever the cheapest shuffles give). The fast GEMM families
+// learn that order by decoding synthetic blocks (fast/gemm.h block_order) and store activation
+// rows in it, so the order is never written down twice.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace cedar::kernels::fast {
+namespace {
+
+struct V8 {
+  using F = __m256;
+  static constexpr int N = 8;
+  static constexpr int kBlockVecs = 32 / N;  // vectors per 32-element block
+
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c, one rounding
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F abs(F a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
+
+  // Horizontal sum in a fixed tree: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
+  static float hsum(F v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  static float hmax(F v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+
+  // 32 E4M3 codes -> their values times 2^-8 (exact): the code's sign, exponent and mantissa
+  // placed in an fp16 (sign | code<<7 is E4M3 re-biased by 2^-8, subnormals included), then F16C.
+  static void dec_e4m3(const uint8_t* p, F* out) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i z = _mm256_setzero_si256(), mask = _mm256_set1_epi16(int16_t(0xBF80));
+    // words (code << 8); the arithmetic shift copies the sign into bit 14, the mask clears it
+    const __m256i lo = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpacklo_epi8(z, b), 1), mask);
+    const __m256i hi = _mm256_and_si256(_mm256_srai_epi16(_mm256_unpackhi_epi8(z, b), 1), mask);
+    out[0] = _mm256_cvtph_ps(_mm256_castsi256_si128(lo));
+    out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));
+    out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
+    out[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));
+  }
+
+  // 16 bytes of packed E2M1 (32 elements, element 2j in the low nibble of byte j) -> the E2M1
+  // values (exact): each nibble looks up the high byte of its value's fp16 (the low byte is 0).
+  static void dec_e2m1(const uint8_t* p, F* out) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i nib = _mm_set1_epi8(0x0F), z = _mm_setzero_si128();
+    const __m128i lut =
+        _mm_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, char(0x80), char(0xB8),
+                      char(0xBC), char(0xBE), char(0xC0), char(0xC2), char(0xC4), char(0xC6));
+    const __m128i ev = _mm_shuffle_epi8(lut, _mm_and_si128(b, nib));
+    const __m128i od = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(b, 4), nib));
+    out[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, ev));
+    out[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, ev));
+    out[2] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, od));
+    out[3] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, od));
+  }
+
+  // 32 bf16 -> fp32: the even element of each 32-bit pair shifted up, the odd one masked.
+  static void dec_bf16(const uint16_t* p, F* out) {
+    const __m256i hi_mask = _mm256_set1_epi32(int32_t(0xFFFF0000u));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16));
+    out[0] = _mm256_castsi256_ps(_mm256_slli_epi32(a, 16));
+    out[1] = _mm256_castsi256_ps(_mm256_and_si256(a, hi_mask));
+    out[2] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
+    out[3] = _mm256_castsi256_ps(_mm256_and_si256(b, hi_mask));
+  }
+
+  static void dec_f32(const float* p, F* out) {
+    for (int j = 0; j < kBlockVecs; ++j) out[j] = load(p + j * N);
+  }
+};
+
+}  // namespace
+}  // namespace cedar::kernels::fast

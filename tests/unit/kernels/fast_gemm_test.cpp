@@ -1,0 +1,215 @@
+// Every kernel table this CPU runs against "ref" for the GEMM families (docs/NUMERICS.md "Fast
+// kernels"): act_quant bit-exact; FP8/FP4 products (bf16 outputs) within one bf16 ulp and equal
+// for >= 99% of outputs; BF16/F32 products (fp32 outputs) within 2^-14 of sum |x w|; and every
+// table batch-invariant: a row's outputs are bit-identical whatever rows and columns share the
+// call.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/ref/ref.h"
+#include "numerics/bf16.h"
+#include "numerics/fp4.h"
+#include "numerics/fp8.h"
+
+namespace cedar {
+namespace {
+
+std::vector<float> bf16_normal(size_t n, unsigned seed, float sd) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = round_bf16(nd(rng));
+  return v;
+}
+
+// A weight of one format with its exact decoded values (for the |x||w| bound).
+struct TestWeight {
+  WeightFormat f;
+  int N = 0, K = 0;
+  std::vector<uint8_t> w, s;
+  std::vector<float> value;  // [N, K]
+};
+
+TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed) {
+  std::mt19937 rng(seed);
+  TestWeight t;
+  t.f = f;
+  t.N = N;
+  t.K = K;
+  t.value.resize(size_t(N) * K);
+  switch (f) {
+    case WeightFormat::kFP8: {
+      t.w.resize(size_t(N) * K);
+      t.s.resize(size_t((N + 31) / 32) * (K / 32));
+      for (auto& c : t.w) c = uint8_t((rng() % 0x7f) | ((rng() & 1) << 7));  // no NaN code
+      for (auto& c : t.s) c = uint8_t(118 + rng() % 12);
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k)
+          t.value[size_t(n) * K + k] = e4m3_to_f32(t.w[size_t(n) * K + k]) *
+                                       ue8m0_to_f32(t.s[size_t(n / 32) * (K / 32) + k / 32]);
+      break;
+    }
+    case WeightFormat::kFP4: {
+      t.w.resize(size_t(N) * K / 2);
+      t.s.resize(size_t(N) * (K / 32));
+      for (auto& c : t.w) c = uint8_t(rng() & 0xff);
+      for (auto& c : t.s) c = uint8_t(118 + rng() % 12);
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k) {
+          const uint8_t b = t.w[size_t(n) * (K / 2) + k / 2];
+          t.value[size_t(n) * K + k] = e2m1_to_f32((k & 1) ? fp4_hi(b) : fp4_lo(b)) *
+                                       ue8m0_to_f32(t.s[size_t(n) * (K / 32) + k / 32]);
+        }
+      break;
+    }
+    case WeightFormat::kBF16: {
+      const auto v = bf16_normal(size_t(N) * K, seed, 0.05f);
+      t.w.resize(v.size() * 2);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t b = f32_to_bf16_bits(v[i]);
+        std::memcpy(t.w.data() + 2 * i, &b, 2);
+      }
+      t.value = v;
+      break;
+    }
+    case WeightFormat::kF32: {
+      std::normal_distribution<float> nd(0.0f, 0.05f);
+      for (auto& x : t.value) x = nd(rng);  // not bf16-valued, like hc_fn
+      t.w.resize(t.value.size() * 4);
+      std::memcpy(t.w.data(), t.value.data(), t.w.size());
+      break;
+    }
+  }
+  return t;
+}
+
+// y[M, n1 - n0] through a table's family: prepare the rows, then one gemm call.
+std::vector<float> run(const KernelTable& k, const TestWeight& t, const std::vector<float>& x,
+                       int M, int n0, int n1) {
+  const GemmKernels& g = k.gemm[int(t.f)];
+  std::vector<float> act(size_t(M) * size_t(g.act_floats(t.K)));
+  g.prepare(x.data(), M, t.K, act.data());
+  std::vector<float> y(size_t(M) * size_t(n1 - n0), -7.0f);
+  g.gemm(act.data(), M, t.K, t.w.data(), t.s.empty() ? nullptr : t.s.data(), n0, n1, y.data(),
+         n1 - n0);
+  return y;
+}
+
+const char* fmt_name(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kFP8:
+      return "fp8";
+    case WeightFormat::kFP4:
+      return "fp4";
+    case WeightFormat::kBF16:
+      return "bf16";
+    default:
+      return "f32";
+  }
+}
+
+class FastGemm : public ::testing::TestWithParam<const KernelTable*> {};
+
+TEST_P(FastGemm, ActQuantIsBitExact) {
+  const KernelTable& k = *GetParam();
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 32 * (1 + trial % 5);
+    // magnitudes across the E4M3 range of a block, exact zeros, ties and tiny blocks
+    std::vector<float> x(static_cast<size_t>(n));
+    const float scale = std::ldexp(1.0f, int(rng() % 40) - 30);
+    for (auto& v : x) {
+      const int kind = int(rng() % 10);
+      if (kind == 0) {
+        v = 0.0f;
+      } else if (kind == 1) {
+        v = -0.0f;
+      } else {
+        const float m = float(int(rng() % 2001) - 1000) / 64.0f;
+        v = round_bf16(std::ldexp(m, -int(rng() % 12)) * scale);
+      }
+    }
+    if (trial % 17 == 0) std::fill(x.begin(), x.end(), 0.0f);  // the amax floor
+    std::vector<uint8_t> c0(static_cast<size_t>(n)), s0(size_t(n / 32)), c1 = c0, s1 = s0;
+    kernels::ref::act_quant(x.data(), n, c0.data(), s0.data());
+    k.act_quant(x.data(), n, c1.data(), s1.data());
+    ASSERT_EQ(c0, c1) << k.name << " trial " << trial;
+    ASSERT_EQ(s0, s1) << k.name << " trial " << trial;
+  }
+}
+
+TEST_P(FastGemm, CloseToRefPerFormat) {
+  const KernelTable& k = *GetParam();
+  const KernelTable& ref = kernels::ref::table();
+  for (WeightFormat f :
+       {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32}) {
+    for (int K : {32, 96, 1024}) {
+      const int M = 5, N = 70;
+      const TestWeight t = make_weight(f, N, K, unsigned(K) + unsigned(f) * 7);
+      const auto x = bf16_normal(size_t(M) * K, unsigned(K) * 3 + 1, 1.5f);
+      const auto yr = run(ref, t, x, M, 0, N), yf = run(k, t, x, M, 0, N);
+      int equal = 0;
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          double mag = 0;  // sum |x w|: the scale of the rounding error of any summation order
+          for (int i = 0; i < K; ++i)
+            mag += std::fabs(double(x[size_t(m) * K + i]) * t.value[size_t(n) * K + i]);
+          const float a = yr[size_t(m) * N + n], b = yf[size_t(m) * N + n];
+          equal += a == b;
+          const bool bf16_out = f == WeightFormat::kFP8 || f == WeightFormat::kFP4;
+          // FP8/FP4 round the activations to E4M3 first: their |x w| is that of the codes,
+          // within 2^-4 of |x w|
+          const double tol =
+              bf16_out ? std::ldexp(std::fabs(double(a)), -7) + mag * 0x1p-14 : mag * 0x1p-14;
+          ASSERT_LE(std::fabs(double(a) - double(b)), tol)
+              << k.name << " " << fmt_name(f) << " K=" << K << " m=" << m << " n=" << n;
+        }
+      if (f == WeightFormat::kFP8 || f == WeightFormat::kFP4)
+        EXPECT_GE(equal, M * N * 99 / 100) << k.name << " " << fmt_name(f) << " K=" << K;
+    }
+  }
+}
+
+TEST_P(FastGemm, BatchInvariant) {
+  const KernelTable& k = *GetParam();
+  for (WeightFormat f :
+       {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32}) {
+    const int K = 320, N = 45, M = 13;
+    const TestWeight t = make_weight(f, N, K, 99 + unsigned(f));
+    const auto x = bf16_normal(size_t(M) * K, 5, 2.0f);
+    const auto all = run(k, t, x, M, 0, N);
+    // each row alone, over several column ranges (tails of the register tiles included)
+    for (int m = 0; m < M; ++m) {
+      const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
+      for (auto [n0, n1] : {std::pair{0, N}, std::pair{3, 10}, std::pair{12, 45}}) {
+        const auto one = run(k, t, row, 1, n0, n1);
+        for (int n = n0; n < n1; ++n)
+          ASSERT_EQ(one[size_t(n - n0)], all[size_t(m) * N + n])
+              << k.name << " " << fmt_name(f) << " m=" << m << " n=" << n;
+      }
+    }
+    // rows 2..8 as their own batch
+    const std::vector<float> mid(x.begin() + 2 * K, x.begin() + 9 * K);
+    const auto part = run(k, t, mid, 7, 0, N);
+    for (int m = 0; m < 7; ++m)
+      for (int n = 0; n < N; ++n)
+        ASSERT_EQ(part[size_t(m) * N + n], all[size_t(m + 2) * N + n])
+            << k.name << " " << fmt_name(f);
+  }
+}
+
+std::string table_name(const ::testing::TestParamInfo<const KernelTable*>& i) {
+  return std::string(i.param->name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, FastGemm, ::testing::ValuesIn(supported_kernel_tables()),
+                         table_name);
+
+}  // namespace
+}  // namespace cedar

@@ -1,0 +1,112 @@
+// GEMM family micro-benchmarks: every table this CPU runs x every weight format, as a decode step
+// (one row against a weight much larger than the last-level cache: bytes/s is the number) and as
+// a prefill block (64 rows against an L2-sized weight: FLOP/s). Threads: the pool splits the
+// columns like linear() does. Not a test; `cedar bench` reports the model-level ratios.
+//   build/cedar_gemm_bench [--benchmark_filter=avx2/fp4]
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
+
+namespace cedar {
+namespace {
+
+struct Weight {
+  std::vector<uint8_t> w, s;
+};
+
+// Random valid codes of format f for an [N, K] weight.
+Weight make(WeightFormat f, int N, int K) {
+  std::mt19937 rng(1);
+  Weight t;
+  switch (f) {
+    case WeightFormat::kFP8:
+      t.w.resize(size_t(N) * K);
+      t.s.assign(size_t((N + 31) / 32) * (K / 32), 120);
+      for (auto& c : t.w) c = uint8_t(rng() % 0x7f);
+      break;
+    case WeightFormat::kFP4:
+      t.w.resize(size_t(N) * K / 2);
+      t.s.assign(size_t(N) * (K / 32), 120);
+      for (auto& c : t.w) c = uint8_t(rng());
+      break;
+    case WeightFormat::kBF16:
+      t.w.resize(size_t(N) * K * 2);
+      for (size_t i = 0; i < t.w.size(); i += 2) t.w[i + 1] = uint8_t(0x3c + rng() % 4);
+      break;
+    case WeightFormat::kF32: {
+      t.w.resize(size_t(N) * K * 4);
+      std::vector<float> v(size_t(N) * K);
+      for (auto& x : v) x = float(rng() % 1000) * 1e-3f;
+      std::memcpy(t.w.data(), v.data(), t.w.size());
+      break;
+    }
+  }
+  return t;
+}
+
+void run(benchmark::State& st, const KernelTable* k, WeightFormat f, int M, int N, int K,
+         int threads) {
+  static ThreadPool pool1(1), pool2(2);
+  ThreadPool& pool = threads == 1 ? pool1 : pool2;
+  const Weight t = make(f, N, K);
+  const GemmKernels& g = k->gemm[int(f)];
+  std::vector<float> x(size_t(M) * K), act(size_t(M) * size_t(g.act_floats(K)));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.25f;
+  g.prepare(x.data(), M, K, act.data());
+  std::vector<float> y(size_t(M) * N);
+  const int chunk = (N / (4 * pool.size()) + 31) / 32 * 32;
+  const int nblk = (N + chunk - 1) / chunk;
+  for (auto _ : st) {
+    pool.parallel_for(nblk, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int n0 = int(b) * chunk, n1 = std::min(N, n0 + chunk);
+        g.gemm(act.data(), M, K, t.w.data(), t.s.empty() ? nullptr : t.s.data(), n0, n1,
+               y.data() + n0, N);
+      }
+    });
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["bytes/s"] = benchmark::Counter(double(t.w.size() + t.s.size()),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+const char* name_of(WeightFormat f) {
+  static const char* n[] = {"fp8", "fp4", "bf16", "f32"};
+  return n[int(f)];
+}
+
+void register_all() {
+  for (const KernelTable* k : supported_kernel_tables())
+    for (WeightFormat f :
+         {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32})
+      for (int threads : {1, 2}) {
+        const std::string p =
+            std::string(k->name) + "/" + name_of(f) + "/t" + std::to_string(threads);
+        // decode: ~128 MiB of FP8/bf16 codes (64 MiB FP4), far past the LLC
+        const int K = 4096, N = f == WeightFormat::kF32 ? 8192 : 32768;
+        benchmark::RegisterBenchmark((p + "/gemv").c_str(), run, k, f, 1, N, K, threads)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark((p + "/gemm64").c_str(), run, k, f, 64, 256, 1024, threads)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+}
+
+}  // namespace
+}  // namespace cedar
+
+int main(int argc, char** argv) {
+  cedar::register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}

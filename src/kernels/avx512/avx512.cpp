@@ -2,6 +2,7 @@
 // translation unit is the only one compiled with the avx512 flags (cmake/CedarIsa.cmake); the
 // entries without a fast version yet are the reference kernels.
 #include "kernels/fast/gemm.h"
+#include "kernels/fast/ops_table.h"
 #include "kernels/fast/quant.h"
 #include "kernels/fast/tables.h"
 #include "kernels/fast/vec512.h"
@@ -19,6 +20,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kFP4)] = fast::fp4_family<G>();
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family<G>();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family<G>();
+    fast::fill_ops(k);
     return k;
   }();
   return t;

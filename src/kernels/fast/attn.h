@@ -3,15 +3,18 @@
 //
 // The list is walked in the reference's blocks of 64 entries. Each block's key rows are decoded
 // once into fp32 (exact values; shared by all heads) in `scratch`; then per head: the scores
-// q.k_j (one fp32 FMA chain along hd per key, reduced by a fixed tree) times the scale, the
-// online softmax step with the reference's structure (running max from -1e30, exp of s - max,
-// the fp32 denominator, probabilities rounded to bf16 relative to the running max) and the
-// block's sum of p * v (one FMA chain over the block per output lane) added to acc * alpha.
+// q.k_j (exact products summed in double lanes, rounded once) times the scale, the online
+// softmax step with the reference's structure (running max from -1e30, correctly rounded exp of
+// s - max, the denominator from a double sum, probabilities rounded to bf16 relative to the
+// running max) and the block's sum of p * v (one fp32 FMA chain over the block per output lane)
+// added to acc * alpha.
 // The sink joins the denominator at the end. Heads are processed in groups of 4 / 2 / 1 that
 // share key loads; the arithmetic of a head does not depend on its group.
 //
-// Against the reference (exact double sums, correctly rounded exp): the fp32 sums and the
-// ~2-ulp exp move outputs by at most a few bf16 ulps (docs/NUMERICS.md "Fast kernels").
+// Against the reference: the scores (exact dot products), the exponentials (correctly rounded)
+// and the denominators (double sums) are the reference's, so are the bf16 probabilities; only
+// the fp32 sum of p * v differs in order, which moves an output by at most one bf16 ulp, rarely
+// (docs/NUMERICS.md "Fast kernels").
 #pragma once
 
 #include <immintrin.h>
@@ -29,10 +32,11 @@ namespace {
 
 constexpr int kAttnBlock = 64;  // list entries per online-softmax step (the reference's)
 
-// decoded block [64, hd] | acc [H, hd] | scores / probabilities [H, 64] | max, den, alpha [H]
+// decoded block [64, hd] | acc [H, hd] | scores / probabilities [H, 64] | max, den, alpha [H] |
+// the query in double [H, hd] (two floats each, 32-byte aligned by the padding)
 size_t sparse_attn_scratch(int H, int hd) {
   return size_t(kAttnBlock) * size_t(hd) + size_t(H) * size_t(hd) + size_t(H) * kAttnBlock +
-         3 * size_t(H);
+         3 * size_t(H) + 8 + 2 * size_t(H) * size_t(hd);
 }
 
 // A window row (E4M3 + UE8M0 / 32) -> exact fp32 values in element order (V8::dec_e4m3 gives
@@ -81,25 +85,31 @@ inline void decode_block(const AttnKeys& keys, int hd, int j0, int nb, int nb8, 
   std::memset(kb + size_t(nb) * hd, 0, sizeof(float) * size_t(nb8 - nb) * size_t(hd));
 }
 
-// s[h * 64 + j] = f32(q_h . k_j) * scale for HB heads and 8 / HB keys: eight FMA chains along hd,
-// reduced by reduce8's tree (the same for every (head, key) slot).
+// s[h * 64 + j] = f32(q_h . k_j) * scale for HB heads and 8 / HB keys, the dot product exact as
+// the reference's (bf16 x bf16 products are exact; they are summed in four double lanes, then
+// one fixed tree and one rounding): identical scores give identical probabilities, so the
+// bf16 rounding of p (which a one-ulp score change can flip, moving a whole output row) agrees
+// with the reference.
 template <int HB>
-inline void score_tile(const float* q, int hd, const float* k, float scale, float* s) {
+inline void score_tile(const double* qd, int hd, const float* k, float scale, float* s) {
   constexpr int KB = 8 / HB;
-  __m256 a[8];
-  for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
-  for (int d = 0; d < hd; d += 8) {
-    __m256 qv[HB];
-    for (int h = 0; h < HB; ++h) qv[h] = _mm256_loadu_ps(q + size_t(h) * hd + d);
+  __m256d a[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_pd();
+  for (int d = 0; d < hd; d += 4) {
     for (int j = 0; j < KB; ++j) {
-      const __m256 kv = _mm256_loadu_ps(k + size_t(j) * hd + d);
-      for (int h = 0; h < HB; ++h) a[h * KB + j] = _mm256_fmadd_ps(qv[h], kv, a[h * KB + j]);
+      const __m256d kv = _mm256_cvtps_pd(_mm_loadu_ps(k + size_t(j) * hd + d));
+      for (int h = 0; h < HB; ++h)
+        a[h * KB + j] =
+            _mm256_fmadd_pd(_mm256_loadu_pd(qd + size_t(h) * hd + d), kv, a[h * KB + j]);
     }
   }
-  alignas(32) float t[8];
-  _mm256_store_ps(t, _mm256_mul_ps(reduce8(a), _mm256_set1_ps(scale)));
   for (int h = 0; h < HB; ++h)
-    for (int j = 0; j < KB; ++j) s[h * kAttnBlock + j] = t[h * KB + j];
+    for (int j = 0; j < KB; ++j) {
+      const __m256d v = a[h * KB + j];
+      const __m128d t = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+      const float dot = float(_mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t))));
+      s[h * kAttnBlock + j] = (dot == 0.0f ? 0.0f : dot) * scale;  // a zero sum is +0.0
+    }
 }
 
 // blk = sum_j p_j * k_j (one FMA chain per lane, j in list order), acc = acc * alpha + blk, for
@@ -129,9 +139,9 @@ inline void pv_tile(const float* kb, int hd, int nb, const float* p, const float
 
 // Scores and p * v of heads [h0, h0 + HB) over one decoded block.
 template <int HB>
-inline void head_group_scores(const float* q, int hd, const float* kb, int nb8, float scale,
+inline void head_group_scores(const double* qd, int hd, const float* kb, int nb8, float scale,
                               float* s) {
-  for (int j = 0; j < nb8; j += 8 / HB) score_tile<HB>(q, hd, kb + size_t(j) * hd, scale, s + j);
+  for (int j = 0; j < nb8; j += 8 / HB) score_tile<HB>(qd, hd, kb + size_t(j) * hd, scale, s + j);
 }
 template <int HB>
 inline void head_group_pv(const float* kb, int hd, int nb, const float* p, const float* alpha,
@@ -149,15 +159,18 @@ inline float softmax_step(float* s, int nb, int nb8, float* mx, float* den) {
   for (int j = 0; j < nb8; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
   const float bmax = V8::hmax(m);
   const float mnew = *mx < bmax ? bmax : *mx;
-  const float alpha = exp1(*mx - mnew);
+  const float alpha = exp1_cr(*mx - mnew);
   const __m256 mv = _mm256_set1_ps(mnew);
-  __m256 sum = _mm256_setzero_ps();
+  __m256d sum = _mm256_setzero_pd();  // the block's sum of p in double, as the reference's
   for (int j = 0; j < nb8; j += 8) {
-    const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
-    sum = _mm256_add_ps(sum, p);
+    const __m256 p = exp8_cr(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    sum = _mm256_add_pd(sum, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(p)),
+                                           _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1))));
     _mm256_storeu_ps(s + j, bf16_round8(p));  // rounded relative to the running max
   }
-  *den = *den * alpha + V8::hsum(sum);
+  const __m128d t = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
+  const float bsum = float(_mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t))));
+  *den = *den * alpha + bsum;
   *mx = mnew;
   return alpha;
 }
@@ -181,6 +194,10 @@ void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const floa
   float* mx = p + size_t(H) * kAttnBlock;
   float* den = mx + H;
   float* alpha = den + H;
+  // the query heads in double, once (32-byte aligned inside the scratch's padding)
+  uintptr_t qa = reinterpret_cast<uintptr_t>(alpha + H);
+  double* qd = reinterpret_cast<double*>((qa + 31) & ~uintptr_t(31));
+  for (int i = 0; i < H * hd; i += 4) _mm256_store_pd(qd + i, _mm256_cvtps_pd(_mm_loadu_ps(q + i)));
   std::memset(acc, 0, sizeof(float) * size_t(H) * size_t(hd));
   for (int h = 0; h < H; ++h) {
     mx[h] = -1e30f;
@@ -190,7 +207,7 @@ void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const floa
     const int nb = n - j0 < kAttnBlock ? n - j0 : kAttnBlock, nb8 = (nb + 7) & ~7;
     decode_block(keys, hd, j0, nb, nb8, kb);
     for_head_groups(H, [&]<int HB>(int h0) {
-      head_group_scores<HB>(q + size_t(h0) * hd, hd, kb, nb8, scale, p + h0 * kAttnBlock);
+      head_group_scores<HB>(qd + size_t(h0) * hd, hd, kb, nb8, scale, p + h0 * kAttnBlock);
     });
     for (int h = 0; h < H; ++h)
       alpha[h] = softmax_step(p + h * kAttnBlock, nb, nb8, mx + h, den + h);
@@ -199,7 +216,7 @@ void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const floa
     });
   }
   for (int h = 0; h < H; ++h) {
-    const __m256 d = _mm256_set1_ps(den[h] + exp1(sink[h] - mx[h]));
+    const __m256 d = _mm256_set1_ps(den[h] + exp1_cr(sink[h] - mx[h]));
     for (int i = 0; i < hd; i += 8) {
       const size_t o = size_t(h) * hd + i;
       _mm256_storeu_ps(out + o, bf16_round8(_mm256_div_ps(_mm256_loadu_ps(acc + o), d)));

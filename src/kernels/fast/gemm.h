@@ -28,9 +28,16 @@
 namespace cedar::kernels::fast {
 namespace {
 
-inline float e8m0(uint8_t c) {
-  return c == 0 ? bits_f32(0x00400000u) : bits_f32(uint32_t(c) << 23);
-}
+// UE8M0 code -> 2^(c - 127), a compile-time table (the decoders broadcast from it: no scalar work)
+struct E8m0Table {
+  float v[256];
+  constexpr E8m0Table() : v() {
+    for (int c = 0; c < 256; ++c)
+      v[c] = __builtin_bit_cast(float, c == 0 ? 0x00400000u : uint32_t(c) << 23);
+  }
+};
+constexpr E8m0Table kE8m0{};
+inline float e8m0(uint8_t c) { return kE8m0.v[c]; }
 
 inline float bf16_round(float f) {  // round to nearest even bf16 (inputs are finite)
   uint32_t u = f32_bits(f);
@@ -64,13 +71,6 @@ struct Bf16Rows {
                 out);
   }
 };
-template <class V>
-struct F32Rows {
-  static void block(const uint8_t* w, const uint8_t*, int K, int n, int kb, typename V::F* out) {
-    V::dec_f32(reinterpret_cast<const float*>(w) + size_t(n) * size_t(K) + size_t(kb) * 32, out);
-  }
-};
-
 // The decoders' lane order: order[i] = which element of a 32-block lands in slot i of the
 // decoded vectors, found by decoding synthetic blocks whose elements all decode differently.
 template <class V>
@@ -255,7 +255,10 @@ void gemm_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* 
                float* out, int ldo) {
   using F = typename V::F;
   if (M == 1) {
-    gemv_tile<V, Rows, R, kRound>(act, K, w, ws, n, out);
+    // two weight rows at a time: their accumulators, one block of x and of weights and the
+    // decoders' constants fit the 16 AVX2 registers without spilling
+    constexpr int RV = R % 2 == 0 ? 2 : 1;
+    for (int r = 0; r < R; r += RV) gemv_tile<V, Rows, RV, kRound>(act, K, w, ws, n + r, out + r);
     return;
   }
   float* panel = panel_buffer(size_t(R) * size_t(K));
@@ -292,10 +295,35 @@ template <class V>
 GemmKernels bf16_family() {
   return {act_floats_same, prepare_bf16<V>, gemm<V, Bf16Rows<V>, false>, 4};
 }
-template <class V>
-GemmKernels f32_family() {
-  return {act_floats_same, prepare_f32, gemm<V, F32Rows<V>, false>, 4};
+// The fp32-weight family is mHC's hc_fn x stream product (24 outputs per row): tiny next to the
+// other GEMMs, and the one whose rounding the model is most sensitive to (canonical-arithmetic
+// rule 1: a one-ulp change of a mix moves the logits). So it keeps the reference's arithmetic --
+// exact products (fp32 x fp32 fits a double) summed in double lanes, rounded once -- with four
+// double lanes on AVX2 in every table.
+inline float dot_f32_exact(const float* x, const float* w, int K) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int k = 0;
+  for (; k + 8 <= K; k += 8) {
+    a0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + k)), _mm256_cvtps_pd(_mm_loadu_ps(w + k)),
+                         a0);
+    a1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + k + 4)),
+                         _mm256_cvtps_pd(_mm_loadu_ps(w + k + 4)), a1);
+  }
+  const __m256d a = _mm256_add_pd(a0, a1);
+  const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+  double sum = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+  for (; k < K; ++k) sum += double(x[k]) * double(w[k]);
+  const float r = float(sum);
+  return r == 0.0f ? 0.0f : r;  // a zero sum is +0.0 (NUMERICS §R)
 }
+void gemm_f32_exact(const float* act, int M, int K, const uint8_t* wb, const uint8_t*, int n0,
+                    int n1, float* out, int ldo) {
+  const float* w = reinterpret_cast<const float*>(wb);
+  for (int m = 0; m < M; ++m)
+    for (int n = n0; n < n1; ++n)
+      out[size_t(m) * ldo + (n - n0)] = dot_f32_exact(act + size_t(m) * K, w + size_t(n) * K, K);
+}
+GemmKernels f32_family() { return {act_floats_same, prepare_f32, gemm_f32_exact, 4}; }
 
 }  // namespace
 }  // namespace cedar::kernels::fast

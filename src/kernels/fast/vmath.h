@@ -40,6 +40,37 @@ inline __m256 exp8(__m256 x) {
 
 inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
 
+// e^x on four lanes in double, relative error below 1e-14 (x clamped to [-150, 90], where fp32
+// results are 0 and +inf): n = round(x / ln2), r = x - n ln2 in two constants (|r| <= 0.35), the
+// Taylor series of e^r to degree 11 (remainder < 7e-15), times 2^n built in the exponent field.
+inline __m256d exp4d(__m256d x) {
+  x = _mm256_min_pd(_mm256_max_pd(x, _mm256_set1_pd(-150.0)), _mm256_set1_pd(90.0));
+  const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(6.93147180369123816490e-01), x);
+  r = _mm256_fnmadd_pd(n, _mm256_set1_pd(1.90821492927058770002e-10), r);
+  static constexpr double kInvFact[12] = {1.0,         1.0,          1.0 / 2,       1.0 / 6,
+                                          1.0 / 24,    1.0 / 120,    1.0 / 720,     1.0 / 5040,
+                                          1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800};
+  __m256d p = _mm256_set1_pd(kInvFact[11]);
+  for (int i = 10; i >= 0; --i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kInvFact[i]));
+  const __m128i ni = _mm256_cvtpd_epi32(n);
+  const __m256i e =
+      _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(ni), _mm256_set1_epi64x(1023)), 52);
+  return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+}
+
+// e^x on eight fp32 lanes, correctly rounded like the reference's fmath::exp (the double result
+// is 1e-14 from e^x, so its one rounding to fp32 is the correct one except within 1e-14 of a
+// rounding midpoint): what sparse_attn's probabilities use, because their bf16 rounding
+// amplifies any one-ulp difference.
+inline __m256 exp8_cr(__m256 x) {
+  const __m128 lo = _mm256_cvtpd_ps(exp4d(_mm256_cvtps_pd(_mm256_castps256_ps128(x))));
+  const __m128 hi = _mm256_cvtpd_ps(exp4d(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+}
+inline float exp1_cr(float x) { return _mm256_cvtss_f32(exp8_cr(_mm256_set1_ps(x))); }
+
 // Round to nearest even bf16 on eight lanes (finite inputs and infinities; like numerics
 // round_bf16).
 inline __m256 bf16_round8(__m256 v) {

@@ -52,16 +52,21 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
     rope_.angles(pos_of[size_t(i)], cs.data() + size_t(i) * (rd / 2),
                  sn.data() + size_t(i) * (rd / 2));
 
-  // qr = q_norm(wq_a(x)); q = wq_b(qr) per head, RoPE on the last rd channels
+  // qa = wq_a(x) and the window kv = wkv(x): one prepared copy of x, one parallel region
   std::vector<float> qa(size_t(n) * size_t(ql)), qr(qa.size());
-  linear(ctx, w_.wq_a, x, n, qa.data());
+  std::vector<float> kvr(size_t(n) * size_t(hd)), win(kvr.size());
+  PreparedRows xp, xk;
+  prepare_rows(ctx, w_.wq_a.format(), x, n, D, xp);
+  if (w_.wkv.format() != xp.format) prepare_rows(ctx, w_.wkv.format(), x, n, D, xk);
+  const GemmTask proj[2] = {{&w_.wq_a, &xp, qa.data()},
+                            {&w_.wkv, xk.family ? &xk : &xp, kvr.data()}};
+  linear_group(ctx, proj);
+  // qr = q_norm(qa); q = wq_b(qr) per head, RoPE on the last rd channels (below)
   for (int i = 0; i < n; ++i)
     ctx.k.rms_norm(qa.data() + size_t(i) * ql, ql, w_.q_norm, eps, qr.data() + size_t(i) * ql);
   std::vector<float> q(size_t(n) * size_t(H) * size_t(hd));
   linear(ctx, w_.wq_b, qr.data(), n, q.data());
   // window kv = act_quant(RoPE(kv_norm(wkv(x)))): kept as codes (for the ring) and values
-  std::vector<float> kvr(size_t(n) * size_t(hd)), win(kvr.size());
-  linear(ctx, w_.wkv, x, n, kvr.data());
   std::vector<uint8_t> wcodes(size_t(n) * size_t(hd)), wscales(size_t(n) * size_t(hd / 32));
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -135,11 +140,18 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   // (ring rows before the chunk, the chunk's own rows from this call), then the selected
   // compressed rows in ascending row order
   std::vector<float> o(size_t(n) * size_t(H) * size_t(hd));
-  const size_t scratch_floats = ctx.k.sparse_attn_scratch(H, hd);
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+  // work items: (query, group of heads); a decode step (fewer queries than threads) splits its
+  // heads across the threads (heads are independent, so the results do not change)
+  const int hsplit = std::min(H, n < ctx.pool.size() ? ctx.pool.size() : 1);
+  const int hper = (H + hsplit - 1) / hsplit;
+  const size_t scratch_floats = ctx.k.sparse_attn_scratch(hper, hd);
+  ctx.pool.parallel_for(int64_t(n) * hsplit, [&](int64_t a0, int64_t a1) {
     std::vector<KeyRow> win_keys, comp_keys;
     std::vector<float> scratch(scratch_floats);
-    for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t a = a0; a < a1; ++a) {
+      const int64_t i = a / hsplit;
+      const int h0 = int(a % hsplit) * hper, h1 = std::min(H, h0 + hper);
+      if (h0 >= h1) continue;
       const int g = seg_of[size_t(i)];
       const ForwardPass& fp = *segs[size_t(g)].fp;
       const PerSeq& sq = ps[size_t(g)];
@@ -165,10 +177,10 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
       keys.n_win = int(win_keys.size());
       keys.comp = comp_keys.data();
       keys.n_comp = int(comp_keys.size());
-      float* oi = o.data() + i * H * hd;
-      ctx.k.sparse_attn(q.data() + i * H * hd, H, hd, keys, w_.attn_sink, softmax_scale_, oi,
-                        scratch.data());
-      for (int h = 0; h < H; ++h)
+      float* oi = o.data() + (i * H + h0) * hd;
+      ctx.k.sparse_attn(q.data() + (i * H + h0) * hd, h1 - h0, hd, keys, w_.attn_sink + h0,
+                        softmax_scale_, oi, scratch.data());
+      for (int h = 0; h < h1 - h0; ++h)
         ctx.k.rope(oi + h * hd + hd - rd, rd, cs.data() + i * (rd / 2), sn.data() + i * (rd / 2),
                    true);
     }
@@ -178,15 +190,23 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   const int G = cfg_.o_groups, R = cfg_.o_lora_rank, gw = H * hd / G;
   std::vector<float> u(size_t(n) * size_t(G) * size_t(R));
   {
-    // the rows of group g of every query, gathered, against that group's weight rows
-    std::vector<float> og(size_t(n) * size_t(gw)), ug(size_t(n) * size_t(R));
+    // o as [n * G, gw] rows (query i, group g at row i * G + g), prepared once; group g's rows
+    // against that group's weight, every group in one parallel region
+    PreparedRows op;
+    prepare_rows(ctx, WeightFormat::kBF16, o.data(), n * G, gw, op);
+    std::vector<PreparedRows> og(static_cast<size_t>(G));
+    std::vector<std::vector<float>> ug(size_t(G), std::vector<float>(size_t(n) * R));
+    std::vector<GemmTask> tasks;
+    std::vector<int> rows(static_cast<size_t>(n));
     for (int g = 0; g < G; ++g) {
-      for (int i = 0; i < n; ++i)
-        std::copy_n(o.data() + size_t(i) * H * hd + size_t(g) * gw, gw, og.data() + size_t(i) * gw);
-      linear(ctx, wo_a_[size_t(g)], og.data(), n, ug.data(), LinearOut::kBf16);
-      for (int i = 0; i < n; ++i)
-        std::copy_n(ug.data() + size_t(i) * R, R, u.data() + (size_t(i) * G + g) * R);
+      for (int i = 0; i < n; ++i) rows[size_t(i)] = i * G + g;
+      gather_rows(op, rows.data(), n, og[size_t(g)]);
+      tasks.push_back({&wo_a_[size_t(g)], &og[size_t(g)], ug[size_t(g)].data(), LinearOut::kBf16});
     }
+    linear_group(ctx, tasks);
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < n; ++i)
+        std::copy_n(ug[size_t(g)].data() + size_t(i) * R, R, u.data() + (size_t(i) * G + g) * R);
   }
   linear(ctx, w_.wo_b, u.data(), n, out);
 

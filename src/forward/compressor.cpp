@@ -28,10 +28,14 @@ void Compressor::project(const Ctx& ctx, const float* x, int n, CompressorInput&
     linear(ctx, w_.comp_wkv, x, n, in.k.data(), LinearOut::kBf16);
     return;
   }
-  // fp32 k and gate logits of every row (bf16 weights promoted: exact products)
+  // fp32 k and gate logits of every row (bf16 weights promoted: exact products), from one
+  // prepared copy of x in one parallel region
   in.z.assign(in.k.size(), 0.0f);
-  linear(ctx, w_.comp_wkv, x, n, in.k.data(), LinearOut::kF32);
-  linear(ctx, w_.comp_wgate, x, n, in.z.data(), LinearOut::kF32);
+  PreparedRows xp;
+  prepare_rows(ctx, WeightFormat::kBF16, x, n, cfg_.hidden_size, xp);
+  const GemmTask t[2] = {{&w_.comp_wkv, &xp, in.k.data(), LinearOut::kF32},
+                         {&w_.comp_wgate, &xp, in.z.data(), LinearOut::kF32}};
+  linear_group(ctx, t);
 }
 
 void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int n, int64_t p0,

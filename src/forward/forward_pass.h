@@ -47,6 +47,10 @@ struct ForwardPass {
   bool skip_compressor = false;
   // Bounded replay of a state whose ratio-2 tails are missing: recompute them from these rows.
   bool rebuild_tails = false;
+  // Fidelity tests: each index source keeps every query's scores of the visible rows in
+  // scores[l][i] (the tie analysis of Top-K lists).
+  bool keep_scores = false;
+  std::vector<std::vector<std::vector<float>>> scores;
 
   ForwardPass(const ModelConfig& c, SequenceState& s, int n_rows, int64_t first_pos)
       : cfg(c), st(s), n(n_rows), p0(first_pos), topk(size_t(c.num_hidden_layers)) {}

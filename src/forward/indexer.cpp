@@ -79,9 +79,14 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
 
   auto& out = fp.topk[size_t(plan_.layer)];
   out.assign(size_t(n), {});
+  if (fp.keep_scores) {
+    fp.scores.resize(size_t(cfg_.num_hidden_layers));
+    fp.scores[size_t(plan_.layer)].assign(size_t(n), {});
+  }
   if (plan_.is_candidate_source) fp.candidates.assign(size_t(n), {});
   const int B = cfg_.candidate_block_size;
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+  const bool split_rows = n < ctx.pool.size();
+  auto queries = [&](int64_t i0, int64_t i1) {
     std::vector<float> score;
     std::vector<float> bs;
     std::vector<int> sel;
@@ -108,8 +113,15 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
         for (size_t j = 0; j < pool.size(); ++j) score[size_t(pool[j])] = ps[j];
       } else {
         score.assign(size_t(n_vis), 0.0f);
-        ctx.k.index_scores(qi, qei, wi, IH, ihd, cache.ik_fp4.data(), cache.ik_scale.data(),
-                           nullptr, n_vis, score.data());
+        // a decode step (fewer queries than threads) splits the rows of its query instead
+        auto rows = [&](int64_t t0, int64_t t1) {
+          ctx.k.index_scores(qi, qei, wi, IH, ihd, cache.ik_row(t0), cache.ik_scales_row(t0),
+                             nullptr, t1 - t0, score.data() + t0);
+        };
+        if (split_rows)
+          ctx.pool.parallel_for(n_vis, rows, 1024);
+        else
+          rows(0, n_vis);
       }
       if (plan_.is_candidate_source && n_vis > 0) {
         // level one: blocks of B rows scored by their best row; the query's newest block forced
@@ -126,12 +138,17 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
         for (int b : sel)
           if (bs[size_t(b)] > -INFINITY) mask[size_t(b)] = 1;
       }
+      if (fp.keep_scores) fp.scores[size_t(plan_.layer)][size_t(i)] = score;
       const int k = int(std::min<int64_t>(cfg_.index_topk, n_vis));
       sel.resize(size_t(k));
       ctx.k.topk(score.data(), int(n_vis), k, sel.data());
       out[size_t(i)].assign(sel.begin(), sel.end());
     }
-  });
+  };
+  if (split_rows)
+    queries(0, n);
+  else
+    ctx.pool.parallel_for(n, queries);
   if (fp.dump && fp.dump->active()) {
     std::vector<int32_t> flat(size_t(n) * size_t(cfg_.index_topk), -1);
     for (int i = 0; i < n; ++i)

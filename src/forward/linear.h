@@ -5,6 +5,9 @@
 // results do not depend on batch size or thread count.
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "base/thread_pool.h"
 #include "forward/weights.h"
 #include "kernels/kernel_table.h"
@@ -28,5 +31,34 @@ enum class LinearOut {
 // ref: model.py linear
 void linear(const Ctx& ctx, const Linear& W, const float* x, int M, float* y,
             LinearOut out = LinearOut::kBf16);
+
+// Activation rows prepared once for one weight format and input width (act_quant for FP8/FP4),
+// for several weights that read the same input (wq_a and wkv, an expert's w1 and w3, every
+// routed expert's rows): the quantization runs once per row instead of once per weight.
+struct PreparedRows {
+  const GemmKernels* family = nullptr;
+  WeightFormat format = WeightFormat::kBF16;
+  int K = 0, stride = 0, rows = 0;  // stride: floats per prepared row
+  std::vector<float> data;
+  const float* row(int m) const { return data.data() + size_t(m) * size_t(stride); }
+};
+void prepare_rows(const Ctx& ctx, WeightFormat f, const float* x, int M, int K, PreparedRows& out);
+// out = the rows `rows[0..m)` of src, in that order
+void gather_rows(const PreparedRows& src, const int* rows, int m, PreparedRows& out);
+// y[act.rows, W.out] = linear(x, W) for the prepared rows of x (act.format == W.format(),
+// act.K == W.in).
+void linear(const Ctx& ctx, const Linear& W, const PreparedRows& act, float* y,
+            LinearOut out = LinearOut::kBf16);
+
+// Several independent products in one parallel region (an MoE's experts, projections that read
+// the same input): one thread-pool round trip instead of one per weight, and the tiles of all of
+// them balanced together. Each task's result is what linear() would write.
+struct GemmTask {
+  const Linear* W = nullptr;
+  const PreparedRows* act = nullptr;
+  float* y = nullptr;
+  LinearOut out = LinearOut::kBf16;
+};
+void linear_group(const Ctx& ctx, std::span<const GemmTask> tasks);
 
 }  // namespace cedar

@@ -40,52 +40,90 @@ void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) c
   }
 }
 
-void MoE::expert(const Ctx& ctx, const ExpertWeights& e, const float* x, int m,
-                 const float* weights, float* y) const {
-  const int I = e.w1.out;
-  std::vector<float> g(size_t(m) * size_t(I)), u(g.size());
-  linear(ctx, e.w1, x, m, g.data());
-  linear(ctx, e.w3, x, m, u.data());
-  const float L = float(cfg_.swiglu_limit);
-  for (int i = 0; i < m; ++i)  // in place: the bf16 activation replaces the gate row
-    ctx.k.swiglu(g.data() + size_t(i) * I, u.data() + size_t(i) * I, I, L, weights != nullptr,
-                 weights ? weights[i] : 1.0f, g.data() + size_t(i) * I);
-  linear(ctx, e.w2, g.data(), m, y);
-}
-
 void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   const int D = cfg_.hidden_size, E = cfg_.n_routed_experts, K = cfg_.num_experts_per_tok;
+  const int I = cfg_.moe_intermediate_size;
   std::vector<int> idx(size_t(n) * size_t(K));
   std::vector<float> wt(idx.size());
   gate(ctx, x, n, idx.data(), wt.data());
-  std::vector<float> acc(size_t(n) * size_t(D), 0.0f);  // fp32 accumulator
-  std::vector<float> xe, we, ye;
-  std::vector<int> rows;
-  // routed experts in ascending index: each row's sum follows its experts' index order
+
+  // The experts that received rows (ascending index), then the shared expert last, each with
+  // its rows, routing weights and buffers.
+  struct Job {
+    const ExpertWeights* w = nullptr;
+    std::vector<int> rows;  // empty for the shared expert: all rows
+    std::vector<float> weight;
+    PreparedRows x, a;
+    std::vector<float> g, u, y;
+    int m = 0;
+  };
+  std::vector<Job> jobs;
   for (int e = 0; e < E; ++e) {
-    rows.clear();
-    we.clear();
+    Job j;
     for (int i = 0; i < n; ++i)
-      for (int j = 0; j < K; ++j)
-        if (idx[size_t(i) * K + j] == e) {
-          rows.push_back(i);
-          we.push_back(wt[size_t(i) * K + j]);
+      for (int s = 0; s < K; ++s)
+        if (idx[size_t(i) * K + s] == e) {
+          j.rows.push_back(i);
+          j.weight.push_back(wt[size_t(i) * K + s]);
         }
-    if (rows.empty()) continue;
-    const int m = int(rows.size());
-    xe.resize(size_t(m) * D);
-    ye.resize(size_t(m) * D);
-    for (int r = 0; r < m; ++r)
-      std::copy_n(x + size_t(rows[size_t(r)]) * D, D, xe.data() + size_t(r) * D);
-    expert(ctx, w_.experts[size_t(e)], xe.data(), m, we.data(), ye.data());
-    for (int r = 0; r < m; ++r) {
-      float* a = acc.data() + size_t(rows[size_t(r)]) * D;
-      for (int d = 0; d < D; ++d) a[d] = a[d] + ye[size_t(r) * D + d];
+    if (j.rows.empty()) continue;
+    j.w = &w_.experts[size_t(e)];
+    j.m = int(j.rows.size());
+    jobs.push_back(std::move(j));
+  }
+  jobs.emplace_back();
+  jobs.back().w = &w_.shared;
+  jobs.back().m = n;
+
+  // every row prepared (act_quant) once per weight format, then gathered per expert
+  PreparedRows px[kWeightFormats];
+  auto prepared = [&](WeightFormat f) -> const PreparedRows& {
+    PreparedRows& p = px[int(f)];
+    if (!p.family) prepare_rows(ctx, f, x, n, D, p);
+    return p;
+  };
+  for (Job& j : jobs)
+    if (!j.rows.empty()) gather_rows(prepared(j.w->w1.format()), j.rows.data(), j.m, j.x);
+  // gate and up projections of every expert in one parallel region (w1 and w3 read one copy)
+  std::vector<GemmTask> tasks;
+  for (Job& j : jobs) {
+    const PreparedRows& xj = j.rows.empty() ? prepared(j.w->w1.format()) : j.x;
+    j.g.resize(size_t(j.m) * I);
+    j.u.resize(j.g.size());
+    tasks.push_back({&j.w->w1, &xj, j.g.data()});
+    tasks.push_back({&j.w->w3, &xj, j.u.data()});
+  }
+  linear_group(ctx, tasks);
+  // ref: model.py Expert.forward between the projections; in place: the bf16 activation
+  // replaces the gate row
+  const float L = float(cfg_.swiglu_limit);
+  for (Job& j : jobs) {
+    const bool routed = !j.rows.empty();
+    for (int i = 0; i < j.m; ++i)
+      ctx.k.swiglu(j.g.data() + size_t(i) * I, j.u.data() + size_t(i) * I, I, L, routed,
+                   routed ? j.weight[size_t(i)] : 1.0f, j.g.data() + size_t(i) * I);
+    prepare_rows(ctx, j.w->w2.format(), j.g.data(), j.m, I, j.a);
+  }
+  tasks.clear();
+  for (Job& j : jobs) {
+    j.y.resize(size_t(j.m) * D);
+    tasks.push_back({&j.w->w2, &j.a, j.y.data()});
+  }
+  linear_group(ctx, tasks);
+
+  // routed outputs in ascending expert index (the reference's y[idx] += expert(...)), then the
+  // shared expert, in fp32
+  std::vector<float> acc(size_t(n) * size_t(D), 0.0f);
+  for (size_t k = 0; k + 1 < jobs.size(); ++k) {
+    const Job& j = jobs[k];
+    for (int r = 0; r < j.m; ++r) {
+      float* a = acc.data() + size_t(j.rows[size_t(r)]) * D;
+      const float* y = j.y.data() + size_t(r) * D;
+      for (int d = 0; d < D; ++d) a[d] = a[d] + y[d];
     }
   }
-  ye.resize(size_t(n) * D);
-  expert(ctx, w_.shared, x, n, nullptr, ye.data());
-  for (size_t i = 0; i < acc.size(); ++i) out[i] = round_bf16(acc[i] + ye[i]);
+  const std::vector<float>& ys = jobs.back().y;
+  for (size_t i = 0; i < acc.size(); ++i) out[i] = round_bf16(acc[i] + ys[i]);
 }
 
 }  // namespace cedar

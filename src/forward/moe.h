@@ -19,10 +19,6 @@ class MoE {
   void gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const;
 
  private:
-  // ref: model.py Expert.forward on rows x [m, D]; weights (nullable) [m]; y [m, D] bf16 values.
-  void expert(const Ctx& ctx, const ExpertWeights& e, const float* x, int m, const float* weights,
-              float* y) const;
-
   const ModelConfig& cfg_;
   const LayerWeights& w_;
 };

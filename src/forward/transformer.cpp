@@ -115,9 +115,9 @@ void Transformer::head(const Ctx& ctx, const float* h, const float* pre, int m, 
   std::vector<float> x(size_t(m) * D);
   xn.assign(size_t(m) * D, 0.0f);
   for (int i = 0; i < m; ++i) {
-    k_.hc_pre(h + size_t(i) * HD, pre + size_t(i) * hc, hc, D, x.data() + size_t(i) * D);
-    k_.rms_norm(x.data() + size_t(i) * D, D, w_.norm, float(cfg_.rms_norm_eps),
-                xn.data() + size_t(i) * D);
+    ctx.k.hc_pre(h + size_t(i) * HD, pre + size_t(i) * hc, hc, D, x.data() + size_t(i) * D);
+    ctx.k.rms_norm(x.data() + size_t(i) * D, D, w_.norm, float(cfg_.rms_norm_eps),
+                   xn.data() + size_t(i) * D);
   }
   Linear hw;
   hw.kind = Linear::Kind::BF16;
@@ -126,6 +126,35 @@ void Transformer::head(const Ctx& ctx, const float* h, const float* pre, int m, 
   hw.w = reinterpret_cast<const uint8_t*>(w_.head);
   hw.name = "head";
   linear(ctx, hw, xn.data(), m, logits, LinearOut::kF32);
+}
+
+LayerIO Transformer::layer_input(const int32_t* ids, int n, int64_t p0,
+                                 const SequenceState& st) const {
+  check_ids(ids, n);
+  LayerIO io;
+  io.n = n;
+  io.p0 = p0;
+  Stream s(n, cfg_.hc_mult, cfg_.hidden_size);
+  embed(ids, n, s);
+  io.h = std::move(s.h);
+  io.pre = std::move(s.pre);
+  engram_rows(ids, n, p0, st.engram_history.data(), int(st.engram_history.size()), io.engram_rows);
+  return io;
+}
+
+void Transformer::run_layer(int l, const KernelTable& k, LayerIO& io, ForwardPass& fp) const {
+  if (l < 0 || l >= cfg_.num_hidden_layers || fp.n != io.n || fp.p0 != io.p0)
+    throw std::runtime_error("run_layer: layer or rows do not match");
+  const Ctx ctx{k, pool_};
+  if (engrams_[size_t(l)])
+    engrams_[size_t(l)]->forward(ctx, io.h.data(), io.n, io.engram_rows[size_t(l)].data());
+  blocks_[size_t(l)]->forward(ctx, io.h.data(), io.pre.data(), fp);
+}
+
+void Transformer::final_logits(const KernelTable& k, const LayerIO& io, float* logits) const {
+  const Ctx ctx{k, pool_};
+  std::vector<float> xn;
+  head(ctx, io.h.data(), io.pre.data(), io.n, logits, xn);
 }
 
 void Transformer::forward(SequenceState& st, const int32_t* ids, int n, int64_t p0,

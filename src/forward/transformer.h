@@ -71,6 +71,16 @@ struct BatchItem {
   std::exception_ptr error;  // out: what forward() would have thrown (the state is unchanged)
 };
 
+// The stream of a run of rows between layers, for running the stack one layer at a time
+// (Transformer::layer_input / run_layer): h [n, hc, D] bf16 values, the pre-mix [n, hc], and the
+// Engram hash rows of every Engram layer.
+struct LayerIO {
+  int n = 0;
+  int64_t p0 = 0;
+  std::vector<float> h, pre;
+  std::vector<std::vector<int64_t>> engram_rows;
+};
+
 class Transformer {
  public:
   // engram_token_map: token id -> compressed id (text::build_engram_token_map); required when the
@@ -122,6 +132,17 @@ class Transformer {
   //    the ids are not this state's tokens).
   // Sets state.window_from = s. Returns s. Throws on an open prompt or inconsistent rows.
   int64_t replay(SequenceState& state, std::span<const int32_t> ids, int64_t ids_first) const;
+
+  // Layer-by-layer execution of an exact-mode chunk, with any kernel table: what the per-layer
+  // fidelity tests feed the same input to the reference and to a fast table with.
+  // layer_input: the embedded rows ids[0..n) at positions p0.. (p0 = state.n_tokens; uses the
+  // state's Engram history). run_layer: Engram (where the layer has it) and block l on io with
+  // kernels k, reading and writing fp (its state, Top-K lists, candidates) as forward() does.
+  // final_logits: collapse, norm and the fp32 head of every row of io. Neither advances
+  // state.n_tokens.
+  LayerIO layer_input(const int32_t* ids, int n, int64_t p0, const SequenceState& state) const;
+  void run_layer(int layer, const KernelTable& k, LayerIO& io, ForwardPass& fp) const;
+  void final_logits(const KernelTable& k, const LayerIO& io, float* logits) const;
 
  private:
   struct Stream;  // h [rows, hc, D] + pre-mix [rows, hc] of a run of positions

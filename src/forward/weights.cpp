@@ -1,5 +1,10 @@
 #include "forward/weights.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
 #include <stdexcept>
 
 #include "numerics/bf16.h"
@@ -27,17 +32,28 @@ const TensorView& need(const Checkpoint& ck, const std::string& name, DType dt,
   return t;
 }
 
-const uint16_t* bf16_vec(const Checkpoint& ck, const std::string& name,
-                         const std::vector<int64_t>& shape) {
-  return need(ck, name, DType::BF16, shape).as<uint16_t>();
+// Safetensors packs tensors back to back, so a bf16 or fp32 tensor may start at any byte (the
+// release has fp32 tensors at odd offsets): reading it through a typed pointer is undefined and
+// slows vector loads. Such a tensor is copied once into 64-byte-aligned memory the weights own;
+// large ones stay mapped when their element type is aligned (a copy would double their memory).
+const uint8_t* aligned(ModelWeights& W, const TensorView& t) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(t.data);
+  constexpr size_t kSmall = size_t(1) << 20;
+  if (a % 64 == 0 || (t.nbytes > kSmall && a % dtype_size(t.dtype) == 0)) return t.data;
+  return W.own_copy(t.data, t.nbytes);
 }
-const float* f32_vec(const Checkpoint& ck, const std::string& name,
+
+const uint16_t* bf16_vec(ModelWeights& W, const Checkpoint& ck, const std::string& name,
+                         const std::vector<int64_t>& shape) {
+  return reinterpret_cast<const uint16_t*>(aligned(W, need(ck, name, DType::BF16, shape)));
+}
+const float* f32_vec(ModelWeights& W, const Checkpoint& ck, const std::string& name,
                      const std::vector<int64_t>& shape) {
-  return need(ck, name, DType::F32, shape).as<float>();
+  return reinterpret_cast<const float*>(aligned(W, need(ck, name, DType::F32, shape)));
 }
 
 // `prefix.weight` (+ `prefix.scale` when quantized); the format follows the stored dtype.
-Linear linear(const Checkpoint& ck, const std::string& prefix, int out, int in) {
+Linear linear(ModelWeights& W, const Checkpoint& ck, const std::string& prefix, int out, int in) {
   Linear L;
   L.name = prefix;
   L.out = out;
@@ -64,11 +80,11 @@ Linear linear(const Checkpoint& ck, const std::string& prefix, int out, int in) 
     }
     case DType::BF16:
       L.kind = Linear::Kind::BF16;
-      L.w = need(ck, wn, DType::BF16, {out, in}).data;
+      L.w = aligned(W, need(ck, wn, DType::BF16, {out, in}));
       break;
     case DType::F32:
       L.kind = Linear::Kind::F32;
-      L.w = need(ck, wn, DType::F32, {out, in}).data;
+      L.w = aligned(W, need(ck, wn, DType::F32, {out, in}));
       break;
     default:
       throw std::runtime_error("tensor " + wn + ": unsupported dtype " + dtype_name(t.dtype));
@@ -76,9 +92,9 @@ Linear linear(const Checkpoint& ck, const std::string& prefix, int out, int in) 
   return L;
 }
 
-Linear linear_of(const Checkpoint& ck, const std::string& prefix, int out, int in,
+Linear linear_of(ModelWeights& W, const Checkpoint& ck, const std::string& prefix, int out, int in,
                  Linear::Kind want) {
-  Linear L = linear(ck, prefix, out, in);
+  Linear L = linear(W, ck, prefix, out, in);
   if (L.kind != want) throw std::runtime_error("tensor " + prefix + ": unexpected weight dtype");
   return L;
 }
@@ -98,37 +114,47 @@ std::vector<uint16_t> dequant_fp8_to_bf16(const Linear& L) {
 
 }  // namespace
 
+const uint8_t* ModelWeights::own_copy(const uint8_t* p, size_t n) {
+  std::shared_ptr<uint8_t> buf(
+      static_cast<uint8_t*>(std::aligned_alloc(64, std::max<size_t>(64, (n + 63) / 64 * 64))),
+      [](uint8_t* q) { std::free(q); });
+  if (!buf) throw std::bad_alloc();
+  std::memcpy(buf.get(), p, n);
+  owned_.push_back(buf);
+  return buf.get();
+}
+
 ModelWeights ModelWeights::bind(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   const int64_t V = c.vocab_size;
   const int D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, hc = c.hc_mult;
   const int mix = (2 + hc) * hc;
   ModelWeights W;
-  W.embed = bf16_vec(ck, "embed.weight", {V, D});
-  W.head = bf16_vec(ck, "head.weight", {V, D});
-  W.norm = bf16_vec(ck, "norm.weight", {D});
+  W.embed = bf16_vec(W, ck, "embed.weight", {V, D});
+  W.head = bf16_vec(W, ck, "head.weight", {V, D});
+  W.norm = bf16_vec(W, ck, "norm.weight", {D});
   W.layers.resize(size_t(c.num_hidden_layers));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerPlan& P = c.plan(l);
     LayerWeights& L = W.layers[size_t(l)];
     const std::string p = "layers." + std::to_string(l) + ".";
-    L.attn_norm = bf16_vec(ck, p + "attn_norm.weight", {D});
-    L.ffn_norm = bf16_vec(ck, p + "ffn_norm.weight", {D});
-    L.hc_attn_fn = f32_vec(ck, p + "hc_attn_fn", {mix, int64_t(hc) * D});
-    L.hc_attn_base = f32_vec(ck, p + "hc_attn_base", {mix});
-    L.hc_attn_scale = f32_vec(ck, p + "hc_attn_scale", {3});
-    L.hc_ffn_fn = f32_vec(ck, p + "hc_ffn_fn", {mix, int64_t(hc) * D});
-    L.hc_ffn_base = f32_vec(ck, p + "hc_ffn_base", {mix});
-    L.hc_ffn_scale = f32_vec(ck, p + "hc_ffn_scale", {3});
+    L.attn_norm = bf16_vec(W, ck, p + "attn_norm.weight", {D});
+    L.ffn_norm = bf16_vec(W, ck, p + "ffn_norm.weight", {D});
+    L.hc_attn_fn = f32_vec(W, ck, p + "hc_attn_fn", {mix, int64_t(hc) * D});
+    L.hc_attn_base = f32_vec(W, ck, p + "hc_attn_base", {mix});
+    L.hc_attn_scale = f32_vec(W, ck, p + "hc_attn_scale", {3});
+    L.hc_ffn_fn = f32_vec(W, ck, p + "hc_ffn_fn", {mix, int64_t(hc) * D});
+    L.hc_ffn_base = f32_vec(W, ck, p + "hc_ffn_base", {mix});
+    L.hc_ffn_scale = f32_vec(W, ck, p + "hc_ffn_scale", {3});
     // attention
-    L.attn_sink = f32_vec(ck, p + "attn.attn_sink", {H});
-    L.q_norm = bf16_vec(ck, p + "attn.q_norm.weight", {c.q_lora_rank});
-    L.kv_norm = bf16_vec(ck, p + "attn.kv_norm.weight", {hd});
-    L.wq_a = linear(ck, p + "attn.wq_a", c.q_lora_rank, D);
-    L.wq_b = linear(ck, p + "attn.wq_b", H * hd, c.q_lora_rank);
-    L.wkv = linear(ck, p + "attn.wkv", hd, D);
+    L.attn_sink = f32_vec(W, ck, p + "attn.attn_sink", {H});
+    L.q_norm = bf16_vec(W, ck, p + "attn.q_norm.weight", {c.q_lora_rank});
+    L.kv_norm = bf16_vec(W, ck, p + "attn.kv_norm.weight", {hd});
+    L.wq_a = linear(W, ck, p + "attn.wq_a", c.q_lora_rank, D);
+    L.wq_b = linear(W, ck, p + "attn.wq_b", H * hd, c.q_lora_rank);
+    L.wkv = linear(W, ck, p + "attn.wkv", hd, D);
     const int og = c.o_groups;
-    Linear wo_a = linear(ck, p + "attn.wo_a", og * c.o_lora_rank, H * hd / og);
+    Linear wo_a = linear(W, ck, p + "attn.wo_a", og * c.o_lora_rank, H * hd / og);
     if (wo_a.kind == Linear::Kind::FP8) {
       L.wo_a = dequant_fp8_to_bf16(wo_a);
     } else if (wo_a.kind == Linear::Kind::BF16) {
@@ -136,35 +162,42 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck) {
     } else {
       throw std::runtime_error("tensor " + p + "attn.wo_a.weight: expected FP8 or BF16");
     }
-    L.wo_b = linear(ck, p + "attn.wo_b", D, og * c.o_lora_rank);
+    L.wo_b = linear(W, ck, p + "attn.wo_b", D, og * c.o_lora_rank);
     if (P.is_kv_source) {
       const auto want = Linear::Kind::BF16;  // promoted to fp32 at ratio > 1 (exact products)
-      L.comp_wkv = linear_of(ck, p + "attn.compressor.wkv", hd, D, want);
-      if (P.ratio > 1) L.comp_wgate = linear_of(ck, p + "attn.compressor.wgate", hd, D, want);
-      L.comp_norm = bf16_vec(ck, p + "attn.compressor.norm.weight", {hd});
-      L.idx_wk = linear_of(ck, p + "attn.indexer.wk", c.index_head_dim, hd, Linear::Kind::BF16);
-      L.idx_k_norm = bf16_vec(ck, p + "attn.indexer.k_norm.weight", {c.index_head_dim});
+      L.comp_wkv = linear_of(W, ck, p + "attn.compressor.wkv", hd, D, want);
+      if (P.ratio > 1) L.comp_wgate = linear_of(W, ck, p + "attn.compressor.wgate", hd, D, want);
+      L.comp_norm = bf16_vec(W, ck, p + "attn.compressor.norm.weight", {hd});
+      L.idx_wk = linear_of(W, ck, p + "attn.indexer.wk", c.index_head_dim, hd, Linear::Kind::BF16);
+      L.idx_k_norm = bf16_vec(W, ck, p + "attn.indexer.k_norm.weight", {c.index_head_dim});
     }
     if (P.is_index_source) {
       L.idx_wq_b =
-          linear(ck, p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+          linear(W, ck, p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
       L.idx_weights_proj =
-          linear_of(ck, p + "attn.indexer.weights_proj", c.index_n_heads, D, Linear::Kind::BF16);
+          linear_of(W, ck, p + "attn.indexer.weights_proj", c.index_n_heads, D, Linear::Kind::BF16);
     }
     // MoE
     const int E = c.n_routed_experts, I = c.moe_intermediate_size;
-    L.gate = linear_of(ck, p + "ffn.gate", E, D, Linear::Kind::BF16);
-    L.gate_bias = f32_vec(ck, p + "ffn.gate.bias", {E});
+    L.gate = linear_of(W, ck, p + "ffn.gate", E, D, Linear::Kind::BF16);
+    L.gate_bias = f32_vec(W, ck, p + "ffn.gate.bias", {E});
     L.experts.resize(size_t(E));
     for (int e = 0; e < E; ++e) {
       const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
-      L.experts[size_t(e)].w1 = linear(ck, ep + "w1", I, D);
-      L.experts[size_t(e)].w2 = linear(ck, ep + "w2", D, I);
-      L.experts[size_t(e)].w3 = linear(ck, ep + "w3", I, D);
+      L.experts[size_t(e)].w1 = linear(W, ck, ep + "w1", I, D);
+      L.experts[size_t(e)].w2 = linear(W, ck, ep + "w2", D, I);
+      L.experts[size_t(e)].w3 = linear(W, ck, ep + "w3", I, D);
     }
-    L.shared.w1 = linear(ck, p + "ffn.shared_experts.w1", I, D);
-    L.shared.w2 = linear(ck, p + "ffn.shared_experts.w2", D, I);
-    L.shared.w3 = linear(ck, p + "ffn.shared_experts.w3", I, D);
+    L.shared.w1 = linear(W, ck, p + "ffn.shared_experts.w1", I, D);
+    L.shared.w2 = linear(W, ck, p + "ffn.shared_experts.w2", D, I);
+    L.shared.w3 = linear(W, ck, p + "ffn.shared_experts.w3", I, D);
+    // an expert's gate and up projections read one prepared copy of its input (MoE::expert)
+    for (int e = -1; e < E; ++e) {
+      const ExpertWeights& ew = e < 0 ? L.shared : L.experts[size_t(e)];
+      if (ew.w1.kind != ew.w3.kind)
+        throw std::runtime_error("tensor " + ew.w3.name + ": stored in another format than " +
+                                 ew.w1.name);
+    }
     // Engram
     if (P.has_engram) {
       const int ehd = c.engram_head_dim;
@@ -174,9 +207,9 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck) {
       L.engram_table = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd}).data;
       L.engram_table_scale =
           need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32}).data;
-      L.engram_wkv = linear(ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
-      L.engram_q_weight = bf16_vec(ck, p + "engram.q_weight", {hc, D});
-      L.engram_k_weight = bf16_vec(ck, p + "engram.k_weight", {hc, D});
+      L.engram_wkv = linear(W, ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
+      L.engram_q_weight = bf16_vec(W, ck, p + "engram.q_weight", {hc, D});
+      L.engram_k_weight = bf16_vec(W, ck, p + "engram.k_weight", {hc, D});
     }
   }
   return W;

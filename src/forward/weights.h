@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,8 +77,15 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 
   // Binds every tensor; throws std::runtime_error naming the tensor on a missing tensor or an
-  // unexpected dtype/shape.
+  // unexpected dtype/shape. bf16/fp32 tensors the mapping leaves misaligned are copied into
+  // aligned memory these weights own.
   static ModelWeights bind(const Checkpoint& ckpt);
+
+  // A 64-byte-aligned copy of n bytes, owned by these weights (shared by their copies).
+  const uint8_t* own_copy(const uint8_t* p, size_t n);
+
+ private:
+  std::vector<std::shared_ptr<uint8_t>> owned_;
 };
 
 }  // namespace cedar

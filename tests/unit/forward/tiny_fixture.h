@@ -29,16 +29,16 @@ inline int run_quiet(const std::string& cmd) {
   return std::system((cmd + " > /dev/null 2>&1").c_str());
 }
 
-// `cedar make-model --preset tiny --seed SEED` in a temporary directory (removed again), loaded
+// `cedar make-model --preset PRESET --seed SEED` in a temporary directory (removed again), loaded
 // with the reference kernels on a pool of `threads`.
 struct TinyRig {
-  TinyRig(int seed, const std::string& tag, int threads = 2) {
+  TinyRig(int seed, const std::string& tag, int threads = 2, const std::string& preset = "tiny") {
     std::string tmpl = "/tmp/cedar_" + tag + "_XXXXXX";
     if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
     dir = tmpl;
-    const std::string m = dir + "/tiny";
-    if (run_quiet(cedar_bin() + " make-model --preset tiny --seed " + std::to_string(seed) +
-                  " --out " + m) != 0)
+    const std::string m = dir + "/" + preset;
+    if (run_quiet(cedar_bin() + " make-model --preset " + preset + " --seed " +
+                  std::to_string(seed) + " --out " + m) != 0)
       throw std::runtime_error("cedar make-model failed");
     ckpt = Checkpoint::open(m);
     const auto tok = text::Tokenizer::load(m + "/tokenizer.json");

@@ -5,7 +5,8 @@
 //    model, runtime/bench_accounting) x tokens/s = achieved GB/s, over the measured read
 //    bandwidth (runtime/bench_probes);
 //  * prefill is compute-bound: FLOPs per prompt row (counted for each plan) x rows/s = achieved
-//    FLOP/s, over the measured FMA peak and over the kernel table's own GEMM ceiling.
+//    FLOP/s, over the measured FMA peak (the best of one probe per vector width the CPU has)
+//    and over the kernel table's own GEMM ceiling.
 // Every time is a median (K reps for prefill, all generated steps for decode).
 #include <algorithm>
 #include <chrono>
@@ -78,9 +79,55 @@ struct PrefillResult {
 };
 
 json probe_json(const bench::Probe& p, const char* unit, double scale) {
-  return {
-      {"median", p.median / scale}, {"min", p.min / scale}, {"max", p.max / scale}, {"unit", unit},
-      {"passes", p.passes},         {"threads", p.threads}, {"method", p.method}};
+  return {{"median", p.median / scale}, {"min", p.min / scale},
+          {"max", p.max / scale},       {"unit", unit},
+          {"width", p.width},           {"passes", p.passes},
+          {"threads", p.threads},       {"method", p.method}};
+}
+
+// The machine's ceilings, measured on the model's own pool before any model timing.
+struct Machine {
+  bench::Probe bw;                 // read bandwidth, widest vector loads
+  std::vector<bench::Probe> fmas;  // one FMA probe per vector width, narrowest first
+  bench::Probe fma;                // the best of fmas: "FMA peak" in the ratios
+  bench::Probe kern;               // the kernel table's own fp8_gemm
+};
+
+Machine measure_machine(ThreadPool& pool, const KernelTable& kernels, size_t bw_bytes, int passes) {
+  Machine m;
+  m.bw = bench::measure_read_bandwidth(pool, bw_bytes, passes);
+  m.fmas = bench::measure_fma_peaks(pool, passes);
+  m.fma = bench::best_probe(m.fmas);
+  m.kern = bench::measure_kernel_gemm_peak(pool, kernels, passes);
+  return m;
+}
+
+json machine_json(const Machine& m) {
+  json fmas = json::array();
+  for (const bench::Probe& p : m.fmas) fmas.push_back(probe_json(p, "GFLOP/s", 1e9));
+  return {{"read_bandwidth", probe_json(m.bw, "GB/s", 1e9)},
+          {"fma_peak", probe_json(m.fma, "GFLOP/s", 1e9)},
+          {"fma_probes", fmas},
+          {"kernel_gemm_peak", probe_json(m.kern, "GFLOP/s", 1e9)}};
+}
+
+void print_probe(const char* name, const bench::Probe& p, const char* unit, double scale) {
+  char range[64];
+  std::snprintf(range, sizeof range, "%.2f..%.2f", p.min / scale, p.max / scale);
+  std::printf("  %-15s %-8s %9.2f %-8s %-16s %s\n", name, p.width.c_str(), p.median / scale, unit,
+              range, p.method.c_str());
+}
+
+void print_machine(const Machine& m, long long passes, int threads) {
+  std::printf("machine, measured in this run (median of %lld passes after a warmup, %d threads):\n",
+              passes, threads);
+  std::printf("  %-15s %-8s %9s %-8s %-16s %s\n", "probe", "width", "median", "unit", "min..max",
+              "method");
+  print_probe("read bandwidth", m.bw, "GB/s", 1e9);
+  for (const bench::Probe& p : m.fmas) print_probe("FMA", p, "GFLOP/s", 1e9);
+  print_probe("kernel GEMM", m.kern, "GFLOP/s", 1e9);
+  std::printf("  FMA peak = %s, %.2f GFLOP/s (the best width above: %%FMA below is over it)\n",
+              m.fma.width.c_str(), m.fma.median / 1e9);
 }
 
 }  // namespace
@@ -163,9 +210,11 @@ int cmd_bench(int argc, char** argv) {
 
   // Machine ceilings first, on the same pool the model uses.
   ThreadPool& pool = engine->pool();
-  const bench::Probe bw = bench::measure_read_bandwidth(pool, size_t(bw_mib) << 20, int(passes));
-  const bench::Probe fma = bench::measure_fma_peak(pool, int(passes));
-  const bench::Probe refp = bench::measure_kernel_gemm_peak(pool, engine->kernels(), int(passes));
+  const Machine machine =
+      measure_machine(pool, engine->kernels(), size_t(bw_mib) << 20, int(passes));
+  const bench::Probe& bw = machine.bw;
+  const bench::Probe& fma = machine.fma;
+  const bench::Probe& refp = machine.kern;
 
   const int64_t V = cfg.vocab_size;
   std::vector<float> logits(static_cast<size_t>(V));  // kLast: one row
@@ -404,10 +453,7 @@ int cmd_bench(int argc, char** argv) {
                 {"threads", engine->threads()},
                 {"kernels", std::string(engine->kernels().name)},
                 {"kernels_line", describe_kernels(engine->kernels())},
-                {"machine",
-                 {{"read_bandwidth", probe_json(bw, "GB/s", 1e9)},
-                  {"fma_peak", probe_json(fma, "GFLOP/s", 1e9)},
-                  {"kernel_gemm_peak", probe_json(refp, "GFLOP/s", 1e9)}}},
+                {"machine", machine_json(machine)},
                 {"runs", runs},
                 {"batched_decode", batch_runs}};
     std::printf("%s\n", out.dump(2).c_str());
@@ -416,13 +462,7 @@ int cmd_bench(int argc, char** argv) {
   std::printf("cedar bench: %s (%d layers, D %d, %d of %d experts), %d threads, %s\n",
               eo.model_dir.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_experts_per_tok,
               cfg.n_routed_experts, engine->threads(), describe_kernels(engine->kernels()).c_str());
-  std::printf("machine, measured in this run (median of %lld passes, [min..max]):\n", passes);
-  std::printf("  read bandwidth   %8.2f GB/s     [%.2f..%.2f]  %s\n", bw.median / 1e9, bw.min / 1e9,
-              bw.max / 1e9, bw.method.c_str());
-  std::printf("  FMA peak         %8.2f GFLOP/s  [%.2f..%.2f]  %s\n", fma.median / 1e9,
-              fma.min / 1e9, fma.max / 1e9, fma.method.c_str());
-  std::printf("  kernel GEMM      %8.2f GFLOP/s  [%.2f..%.2f]  %s\n", refp.median / 1e9,
-              refp.min / 1e9, refp.max / 1e9, refp.method.c_str());
+  print_machine(machine, passes, engine->threads());
   std::printf(
       "\nprefill: median of %lld reps; FLOPs counted per prompt row (GEMM + attention + "
       "indexer); %%FMA / %%kern = achieved FLOP/s over the probes above%s\n",

@@ -13,7 +13,7 @@
 namespace cedar {
 
 struct MakeModelOptions {
-  std::string preset;  // "tiny" | "small"
+  std::string preset;  // "tiny" | "small" | "bench"
   uint64_t seed = 0;
   std::string out_dir;
   std::string tokenizer;  // path to tokenizer.json; tokenizer_config.json beside it is copied too

@@ -1,5 +1,6 @@
-// Named model configurations: the `tiny` and `small` presets of `cedar make-model`
-// (docs/NUMERICS.md "Presets") and `released`, the DeepSeek-V4.1-Flash release configuration
+// Named model configurations: the `tiny`, `small` and `bench` presets of `cedar make-model`
+// (docs/NUMERICS.md "Presets"; bench sizes the release's schedule for `cedar bench`, docs/BENCH.md)
+// and `released`, the DeepSeek-V4.1-Flash release configuration
 // (spec §2.1, ../shared/spec/released-config.json) used by the inventory tests.
 #pragma once
 
@@ -10,7 +11,7 @@
 
 namespace cedar {
 
-// "tiny", "small" or "released". Throws std::runtime_error naming the preset when unknown.
+// "tiny", "small", "bench" or "released". Throws std::runtime_error naming the preset when unknown.
 // The returned config is not validate()d (its `layers` plan is empty).
 ModelConfig preset_config(const std::string& name);
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,30 @@ struct SafetensorsEntry {
 // byte count that does not match dtype and shape.
 std::string safetensors_header(const std::vector<SafetensorsEntry>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
+
+// Writes a file whose tensor bytes arrive one tensor at a time (a multi-GB checkpoint need not be
+// in memory at once): the constructor writes the header of `tensors` (their `data` is ignored),
+// then append() takes exactly the next tensor's bytes, in the order given, and finish() closes the
+// file. Throws naming the file on I/O errors or bytes that do not match the header.
+class SafetensorsStreamWriter {
+ public:
+  SafetensorsStreamWriter(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+                          const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsStreamWriter();
+  SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
+  SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
+
+  void append(const uint8_t* data, size_t nbytes);
+  void finish();  // every tensor appended; closes the file
+
+ private:
+  void put(const void* p, size_t n);
+
+  std::string path_;
+  std::vector<size_t> sizes_;
+  size_t next_ = 0;
+  std::FILE* f_ = nullptr;
+};
 
 // Writes the file; tensor data follows in the order given. Throws naming the file on I/O errors.
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,

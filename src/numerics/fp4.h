@@ -17,15 +17,14 @@ inline float e2m1_to_f32(uint8_t code) {
 
 // fp32 (already clamped to [-6, 6] by the caller, as the reference does) -> code, RNE: at an exact
 // midpoint the even code wins (0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4).
+// The magnitude code is the number of midpoints below |x| (at or below for the midpoints whose
+// upper neighbour is even: 0.75, 1.75, 3.5); the tests hold for a prefix of the midpoints, so they
+// are summed without branches (make-model encodes ~10^10 values; NaN gives code 0 as before).
 inline uint8_t f32_to_e2m1(float x) {
-  static constexpr float kMids[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  static constexpr bool kTieUp[7] = {false, true, false, true, false, true, false};
-  float m = std::fabs(x);
-  uint8_t code = 0;
-  for (int i = 0; i < 7; ++i) {
-    if (m > kMids[i] || (m == kMids[i] && kTieUp[i])) code = uint8_t(i + 1);
-  }
-  return code | (std::signbit(x) ? 8 : 0);
+  const float m = std::fabs(x);
+  const int code = int(m > 0.25f) + int(m >= 0.75f) + int(m > 1.25f) + int(m >= 1.75f) +
+                   int(m > 2.5f) + int(m >= 3.5f) + int(m > 5.0f);
+  return uint8_t(code | (std::signbit(x) ? 8 : 0));
 }
 
 inline uint8_t fp4_lo(uint8_t byte) { return byte & 0xf; }

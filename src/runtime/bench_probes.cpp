@@ -2,15 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <new>
 #include <stdexcept>
 
 #include "base/thread_pool.h"
+#include "kernels/cpu.h"
 #include "kernels/kernel_table.h"
 
 #if defined(__x86_64__)
@@ -32,133 +30,246 @@ double seconds_since(Clock::time_point t0) {
 volatile uint64_t g_sink_u64 = 0;
 volatile double g_sink_f64 = 0;
 
-Probe summarize(std::vector<double> rates, int threads, std::string method) {
+Probe summarize(std::vector<double> rates, int threads, Simd width, std::string method) {
   Probe p;
   p.passes = int(rates.size());
   p.threads = threads;
   p.min = *std::min_element(rates.begin(), rates.end());
   p.max = *std::max_element(rates.begin(), rates.end());
   p.median = median(std::move(rates));
+  p.width = simd_name(width);
   p.method = std::move(method);
   return p;
 }
 
-// ---- read bandwidth: sum a slice of 64-bit words, 4 independent accumulators of 2 lanes ----
+bool cpu_runs(Simd w) {
+  const std::vector<Simd> have = simd_widths();
+  return w == Simd::kPortable || std::find(have.begin(), have.end(), w) != have.end();
+}
 
-uint64_t sum_words_portable(const uint64_t* p, size_t n) {
-  uint64_t a = 0, b = 0, c = 0, d = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    a += p[i];
-    b += p[i + 1];
-    c += p[i + 2];
-    d += p[i + 3];
+void require_width(Simd w, const char* probe) {
+  if (!cpu_runs(w))
+    throw std::runtime_error(std::string(probe) + ": this CPU cannot run " + simd_name(w) +
+                             " (it has: " + cpu_features().flags() + ")");
+}
+
+// ---- read bandwidth ---------------------------------------------------------------------------
+// Each kernel sums n 64-bit words (n a multiple of kReadStepWords) into 8 independent
+// accumulators, 512 bytes = 8 cache lines per iteration: no add waits on the previous one, so the
+// loads issue as fast as the memory system takes them. `#pragma GCC unroll` flattens the inner
+// loops so the accumulator arrays live in registers (checked with objdump: the loop body is
+// vector loads folded into adds, a pointer increment and the branch).
+
+constexpr size_t kReadStepWords = 64;  // 512 bytes per iteration
+
+__attribute__((noinline)) uint64_t read_portable(const uint64_t* p, size_t n) {
+  uint64_t a[8] = {};
+  for (size_t i = 0; i < n; i += kReadStepWords) {
+#pragma GCC unroll 64
+    for (size_t j = 0; j < kReadStepWords; ++j) a[j % 8] += p[i + j];
   }
-  for (; i < n; ++i) a += p[i];
-  return a + b + c + d;
+  uint64_t s = 0;
+  for (uint64_t v : a) s += v;
+  return s;
 }
 
 #ifdef CEDAR_BENCH_X86
-__attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint64_t* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {  // two cache lines per iteration
-    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+// SSE2 is the x86-64 baseline: no target attribute needed. noinline (like the target kernels,
+// which cannot be inlined) keeps each loop a function of its own to read in objdump.
+__attribute__((noinline)) uint64_t read_sse2(const uint64_t* p, size_t n) {
+  __m128i a[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) a[k] = _mm_setzero_si128();
+  for (size_t i = 0; i < n; i += kReadStepWords) {
+    const __m128i* q = reinterpret_cast<const __m128i*>(p + i);
+#pragma GCC unroll 32
+    for (int j = 0; j < 32; ++j) a[j % 8] = _mm_add_epi64(a[j % 8], _mm_load_si128(q + j));
   }
-  a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+#pragma GCC unroll 8
+  for (int k = 1; k < 8; ++k) a[0] = _mm_add_epi64(a[0], a[k]);
+  alignas(16) uint64_t lanes[2];
+  _mm_store_si128(reinterpret_cast<__m128i*>(lanes), a[0]);
+  return lanes[0] + lanes[1];
+}
+
+__attribute__((target("avx2"))) uint64_t read_avx2(const uint64_t* p, size_t n) {
+  __m256i a[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) a[k] = _mm256_setzero_si256();
+  for (size_t i = 0; i < n; i += kReadStepWords) {
+    const __m256i* q = reinterpret_cast<const __m256i*>(p + i);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) a[j % 8] = _mm256_add_epi64(a[j % 8], _mm256_load_si256(q + j));
+  }
+#pragma GCC unroll 8
+  for (int k = 1; k < 8; ++k) a[0] = _mm256_add_epi64(a[0], a[k]);
   alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a);
-  return lanes[0] + lanes[1] + lanes[2] + lanes[3] + sum_words_portable(p + i, n - i);
-}
-#endif
-
-bool have_avx2() {
-#ifdef CEDAR_BENCH_X86
-  return __builtin_cpu_supports("avx2");
-#else
-  return false;
-#endif
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), a[0]);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
-bool have_fma() {
-#ifdef CEDAR_BENCH_X86
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
-
-uint64_t sum_words(const uint64_t* p, size_t n) {
-#ifdef CEDAR_BENCH_X86
-  if (have_avx2()) return sum_words_avx2(p, n);
-#endif
-  return sum_words_portable(p, n);
-}
-
-// ---- FLOP probes: independent register-resident chains, no memory traffic ----
-
-constexpr int64_t kFlopIters = 4000000;  // per thread per pass
-
-#ifdef CEDAR_BENCH_X86
-// 10 chains x 8 lanes x (mul + add) per iteration: enough independent FMAs to cover a 4-5 cycle
-// latency on two pipes.
-__attribute__((target("avx2,fma"))) double fma_chains(int64_t iters, float seed) {
-  const __m256 m = _mm256_set1_ps(0.99999994f), add = _mm256_set1_ps(seed * 1e-7f);
-  // distinct starting values: identical chains would be merged into one by the compiler
-  __m256 a0 = _mm256_set1_ps(seed), a1 = _mm256_set1_ps(seed + 0.1f),
-         a2 = _mm256_set1_ps(seed + 0.2f), a3 = _mm256_set1_ps(seed + 0.3f),
-         a4 = _mm256_set1_ps(seed + 0.4f), a5 = _mm256_set1_ps(seed + 0.5f),
-         a6 = _mm256_set1_ps(seed + 0.6f), a7 = _mm256_set1_ps(seed + 0.7f),
-         a8 = _mm256_set1_ps(seed + 0.8f), a9 = _mm256_set1_ps(seed + 0.9f);
-  for (int64_t i = 0; i < iters; ++i) {
-    a0 = _mm256_fmadd_ps(a0, m, add);
-    a1 = _mm256_fmadd_ps(a1, m, add);
-    a2 = _mm256_fmadd_ps(a2, m, add);
-    a3 = _mm256_fmadd_ps(a3, m, add);
-    a4 = _mm256_fmadd_ps(a4, m, add);
-    a5 = _mm256_fmadd_ps(a5, m, add);
-    a6 = _mm256_fmadd_ps(a6, m, add);
-    a7 = _mm256_fmadd_ps(a7, m, add);
-    a8 = _mm256_fmadd_ps(a8, m, add);
-    a9 = _mm256_fmadd_ps(a9, m, add);
+__attribute__((target("avx512f"))) uint64_t read_avx512(const uint64_t* p, size_t n) {
+  __m512i a[8];
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) a[k] = _mm512_setzero_si512();
+  for (size_t i = 0; i < n; i += kReadStepWords) {
+    const __m512i* q = reinterpret_cast<const __m512i*>(p + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) a[j] = _mm512_add_epi64(a[j], _mm512_load_si512(q + j));
   }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, s);
-  double r = 0;
-  for (float v : lanes) r += v;
-  return r;
+#pragma GCC unroll 8
+  for (int k = 1; k < 8; ++k) a[0] = _mm512_add_epi64(a[0], a[k]);
+  // (stored and summed by hand: GCC 12's _mm512_reduce_add_* trips -Wuninitialized)
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, a[0]);
+  uint64_t s = 0;
+  for (uint64_t v : lanes) s += v;
+  return s;
 }
-constexpr double kFmaFlopsPerIter = 10 * 8 * 2;
 #endif
 
-// SSE2 fallback (every x86-64) or scalar elsewhere: 8 chains of 4-wide multiply then add.
-typedef float v4sf __attribute__((vector_size(16)));
+uint64_t read_words(Simd w, const uint64_t* p, size_t n) {
+  switch (w) {
+#ifdef CEDAR_BENCH_X86
+    case Simd::kSse2:
+      return read_sse2(p, n);
+    case Simd::kAvx2:
+      return read_avx2(p, n);
+    case Simd::kAvx512:
+      return read_avx512(p, n);
+#endif
+    default:
+      return read_portable(p, n);
+  }
+}
 
-double muladd_chains(int64_t iters, float seed) {
-  const v4sf m = {0.99999994f, 0.99999994f, 0.99999994f, 0.99999994f};
-  const v4sf add = {seed * 1e-7f, seed * 1e-7f, seed * 1e-7f, seed * 1e-7f};
-  v4sf a[8];
-  for (int k = 0; k < 8; ++k) {
+int simd_bits(Simd w) {
+  switch (w) {
+    case Simd::kSse2:
+      return 128;
+    case Simd::kAvx2:
+      return 256;
+    case Simd::kAvx512:
+      return 512;
+    default:
+      return 64;
+  }
+}
+
+// ---- FLOP probes ------------------------------------------------------------------------------
+// kChains independent chains a = a * m + c held in registers, no memory traffic. Two FMA pipes
+// with a 4-cycle latency need 8 chains in flight; 12 also cover the 5-6 cycles of some cores and
+// the mul -> add pair of SSE2 while leaving registers for m and c (16 xmm/ymm). m just below 1
+// keeps every chain near c / (1 - m): no overflow, no denormals. The chains start at distinct
+// values, or the compiler would merge identical ones.
+
+constexpr int kChains = 12;
+constexpr float kChainMul = 0.99999994f;
+
+__attribute__((noinline)) double muladd_portable(int64_t iters, float seed) {
+  typedef float v4sf __attribute__((vector_size(16)));
+  const v4sf m = {kChainMul, kChainMul, kChainMul, kChainMul};
+  const float cv = seed * 1e-7f;
+  const v4sf c = {cv, cv, cv, cv};
+  v4sf a[kChains];
+#pragma GCC unroll 12
+  for (int k = 0; k < kChains; ++k) {
     const float s = seed + 0.1f * float(k);
     a[k] = v4sf{s, s, s, s};
   }
-  for (int64_t i = 0; i < iters; ++i)
-    for (auto& v : a) v = v * m + add;  // -ffp-contract=off: a multiply and an add
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) a[k] = a[k] * m + c;  // -ffp-contract=off: mul then add
+  }
   double r = 0;
-  for (auto& v : a)
-    for (int j = 0; j < 4; ++j) r += v[j];
+  for (const v4sf& v : a)
+    for (int j = 0; j < 4; ++j) r += double(v[j]);
   return r;
 }
-constexpr double kMulAddFlopsPerIter = 8 * 4 * 2;
 
-// Runs body(thread) on every thread of the pool at once, `passes` times after one warmup;
-// returns work_per_thread * threads / seconds of each pass.
+#ifdef CEDAR_BENCH_X86
+__attribute__((noinline)) double muladd_sse2(int64_t iters, float seed) {
+  const __m128 m = _mm_set1_ps(kChainMul), c = _mm_set1_ps(seed * 1e-7f);
+  __m128 a[kChains];
+#pragma GCC unroll 12
+  for (int k = 0; k < kChains; ++k) a[k] = _mm_set1_ps(seed + 0.1f * float(k));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) a[k] = _mm_add_ps(_mm_mul_ps(a[k], m), c);
+  }
+#pragma GCC unroll 12
+  for (int k = 1; k < kChains; ++k) a[0] = _mm_add_ps(a[0], a[k]);
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, a[0]);
+  return double(lanes[0]) + lanes[1] + lanes[2] + lanes[3];
+}
+
+__attribute__((target("avx2,fma"))) double fma_avx2(int64_t iters, float seed) {
+  const __m256 m = _mm256_set1_ps(kChainMul), c = _mm256_set1_ps(seed * 1e-7f);
+  __m256 a[kChains];
+#pragma GCC unroll 12
+  for (int k = 0; k < kChains; ++k) a[k] = _mm256_set1_ps(seed + 0.1f * float(k));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) a[k] = _mm256_fmadd_ps(a[k], m, c);
+  }
+#pragma GCC unroll 12
+  for (int k = 1; k < kChains; ++k) a[0] = _mm256_add_ps(a[0], a[k]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, a[0]);
+  double r = 0;
+  for (float v : lanes) r += double(v);
+  return r;
+}
+
+__attribute__((target("avx512f"))) double fma_avx512(int64_t iters, float seed) {
+  const __m512 m = _mm512_set1_ps(kChainMul), c = _mm512_set1_ps(seed * 1e-7f);
+  __m512 a[kChains];
+#pragma GCC unroll 12
+  for (int k = 0; k < kChains; ++k) a[k] = _mm512_set1_ps(seed + 0.1f * float(k));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) a[k] = _mm512_fmadd_ps(a[k], m, c);
+  }
+#pragma GCC unroll 12
+  for (int k = 1; k < kChains; ++k) a[0] = _mm512_add_ps(a[0], a[k]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, a[0]);
+  double r = 0;
+  for (float v : lanes) r += double(v);
+  return r;
+}
+#endif
+
+double run_chains(Simd w, int64_t iters, float seed) {
+  switch (w) {
+#ifdef CEDAR_BENCH_X86
+    case Simd::kSse2:
+      return muladd_sse2(iters, seed);
+    case Simd::kAvx2:
+      return fma_avx2(iters, seed);
+    case Simd::kAvx512:
+      return fma_avx512(iters, seed);
+#endif
+    default:
+      return muladd_portable(iters, seed);
+  }
+}
+
+std::string fma_method(Simd w) {
+  const int lanes = simd_bits(w == Simd::kPortable ? Simd::kSse2 : w) / 32;
+  const bool fused = w == Simd::kAvx2 || w == Simd::kAvx512;
+  char s[200];
+  std::snprintf(s, sizeof s,
+                "%s fp32 %s: %d independent %d-wide chains per thread in registers, 2 FLOPs per "
+                "lane",
+                simd_name(w), fused ? "FMA" : "multiply + add (no FMA)", kChains, lanes);
+  return s;
+}
+
+// Runs body(thread) on every thread of the pool at once (parallel_for hands range t to thread t
+// every time, so a thread always reads the slice it first-touched), `passes` times after one
+// warmup; returns work_per_thread * threads / seconds of each pass.
 template <class Body>
 std::vector<double> timed_passes(ThreadPool& pool, int passes, double work_per_thread, Body body) {
   const int T = pool.size();
@@ -174,7 +285,60 @@ std::vector<double> timed_passes(ThreadPool& pool, int passes, double work_per_t
   return rates;
 }
 
+struct FreeBuffer {
+  void operator()(uint64_t* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint64_t, FreeBuffer>;
+
+constexpr size_t kPageWords = 4096 / sizeof(uint64_t);
+
+// Page-aligned slices of words_per_thread words, each written first by the thread that will read
+// it (the OS places a page on the node of the thread that first touches it).
+Buffer first_touched_buffer(ThreadPool& pool, size_t words_per_thread) {
+  const int T = pool.size();
+  const size_t total = words_per_thread * size_t(T);
+  Buffer buf(static_cast<uint64_t*>(std::aligned_alloc(4096, total * sizeof(uint64_t))));
+  if (!buf)
+    throw std::runtime_error("bandwidth probe: cannot allocate " +
+                             std::to_string(total * sizeof(uint64_t)) + " bytes");
+  uint64_t* base = buf.get();
+  pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      uint64_t* p = base + size_t(t) * words_per_thread;
+      for (size_t i = 0; i < words_per_thread; ++i) p[i] = i * 0x9E3779B97F4A7C15ull + uint64_t(t);
+    }
+  });
+  return buf;
+}
+
 }  // namespace
+
+const char* simd_name(Simd w) {
+  switch (w) {
+    case Simd::kSse2:
+      return "SSE2";
+    case Simd::kAvx2:
+      return "AVX2";
+    case Simd::kAvx512:
+      return "AVX-512";
+    default:
+      return "portable";
+  }
+}
+
+std::vector<Simd> simd_widths() {
+#ifdef CEDAR_BENCH_X86
+  const CpuFeatures& f = cpu_features();
+  std::vector<Simd> w = {Simd::kSse2};  // every x86-64 CPU
+  if (f.has_avx2_fma()) w.push_back(Simd::kAvx2);
+  if (f.has_avx512()) w.push_back(Simd::kAvx512);
+  return w;
+#else
+  return {Simd::kPortable};
+#endif
+}
+
+Simd widest_simd() { return simd_widths().back(); }
 
 double median(std::vector<double> v) {
   if (v.empty()) throw std::runtime_error("median of an empty sample");
@@ -184,62 +348,57 @@ double median(std::vector<double> v) {
 }
 
 Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
+  return measure_read_bandwidth(pool, bytes, passes, widest_simd());
+}
+
+Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes, Simd width) {
   if (passes < 1) throw std::runtime_error("bandwidth probe: passes must be >= 1");
+  require_width(width, "bandwidth probe");
   const int T = pool.size();
-  const size_t words_per_thread = (bytes / size_t(T)) / 64 * 8;  // whole cache lines
-  if (words_per_thread == 0) throw std::runtime_error("bandwidth probe: buffer too small");
-  const size_t total = words_per_thread * size_t(T);
-  struct Free {
-    void operator()(uint64_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint64_t, Free> buf(
-      static_cast<uint64_t*>(std::aligned_alloc(64, total * sizeof(uint64_t))));
-  if (!buf)
-    throw std::runtime_error("bandwidth probe: cannot allocate " + std::to_string(bytes) +
-                             " bytes");
-  uint64_t* base = buf.get();
-  // first touch by the thread that will read the slice (page placement), distinct values
-  pool.parallel_for(T, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      uint64_t* p = base + size_t(t) * words_per_thread;
-      for (size_t i = 0; i < words_per_thread; ++i) p[i] = i * 0x9E3779B97F4A7C15ull + uint64_t(t);
-    }
-  });
+  const size_t words_per_thread = (bytes / sizeof(uint64_t) / size_t(T)) / kPageWords * kPageWords;
+  if (words_per_thread == 0)
+    throw std::runtime_error("bandwidth probe: buffer too small (needs 4 KiB per thread)");
+  const Buffer buf = first_touched_buffer(pool, words_per_thread);
+  const uint64_t* base = buf.get();
   std::vector<uint64_t> sums(size_t(T), 0);
   auto rates = timed_passes(pool, passes, double(words_per_thread * 8), [&](int t) {
-    sums[size_t(t)] += sum_words(base + size_t(t) * words_per_thread, words_per_thread);
+    sums[size_t(t)] += read_words(width, base + size_t(t) * words_per_thread, words_per_thread);
   });
   uint64_t s = 0;
   for (auto v : sums) s += v;
   g_sink_u64 = s;
-  char method[200];
+  char method[240];
   std::snprintf(method, sizeof method,
-                "%s sum of a %.0f MiB buffer, %d threads each streaming its own first-touched "
-                "slice",
-                have_avx2() ? "AVX2 64-bit" : "scalar 64-bit", double(total * 8) / 1048576.0, T);
-  return summarize(std::move(rates), T, method);
+                "%d-bit loads + 64-bit adds, 8 accumulators, 512 B per iteration; %.0f MiB "
+                "buffer, %d threads each streaming its own first-touched slice",
+                simd_bits(width), double(words_per_thread * size_t(T) * 8) / 1048576.0, T);
+  return summarize(std::move(rates), T, width, method);
 }
 
-Probe measure_fma_peak(ThreadPool& pool, int passes) {
+Probe measure_fma_peak(ThreadPool& pool, int passes, Simd width, int64_t iters) {
   if (passes < 1) throw std::runtime_error("FMA probe: passes must be >= 1");
-#ifdef CEDAR_BENCH_X86
-  if (have_fma()) {
-    std::vector<double> out(size_t(pool.size()));
-    auto rates = timed_passes(pool, passes, kFlopIters * kFmaFlopsPerIter, [&](int t) {
-      out[size_t(t)] += fma_chains(kFlopIters, 1.0f + float(t));
-    });
-    g_sink_f64 = out[0];
-    return summarize(std::move(rates), pool.size(),
-                     "AVX2 FMA fp32: 10 independent 8-wide chains per thread, 2 FLOPs per lane");
-  }
-#endif
+  if (iters < 1) throw std::runtime_error("FMA probe: iterations must be >= 1");
+  require_width(width, "FMA probe");
+  const int lanes = simd_bits(width == Simd::kPortable ? Simd::kSse2 : width) / 32;
+  const double flops_per_iter = double(kChains) * lanes * 2;
   std::vector<double> out(size_t(pool.size()));
-  auto rates = timed_passes(pool, passes, kFlopIters * kMulAddFlopsPerIter, [&](int t) {
-    out[size_t(t)] += muladd_chains(kFlopIters, 1.0f + float(t));
+  auto rates = timed_passes(pool, passes, double(iters) * flops_per_iter, [&](int t) {
+    out[size_t(t)] += run_chains(width, iters, 1.0f + float(t));
   });
   g_sink_f64 = out[0];
-  return summarize(std::move(rates), pool.size(),
-                   "fp32 multiply + add (no FMA on this CPU): 8 independent 4-wide chains");
+  return summarize(std::move(rates), pool.size(), width, fma_method(width));
+}
+
+std::vector<Probe> measure_fma_peaks(ThreadPool& pool, int passes, int64_t iters) {
+  std::vector<Probe> out;
+  for (Simd w : simd_widths()) out.push_back(measure_fma_peak(pool, passes, w, iters));
+  return out;
+}
+
+const Probe& best_probe(const std::vector<Probe>& probes) {
+  if (probes.empty()) throw std::runtime_error("best_probe: no probes");
+  return *std::max_element(probes.begin(), probes.end(),
+                           [](const Probe& a, const Probe& b) { return a.median < b.median; });
 }
 
 Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passes) {
@@ -262,10 +421,12 @@ Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passe
       g.gemm(act.data(), M, K, w.data(), ws.data(), 0, N, out[size_t(t)].data(), N);
   });
   g_sink_f64 = out[0][0];
-  return summarize(std::move(rates), T,
-                   "kernel table '" + std::string(k.name) + "' fp8_gemm, " + std::to_string(M) +
-                       " rows x [" + std::to_string(N) + " x " + std::to_string(K) +
-                       "] L2-resident FP8 weight per thread, 2 FLOPs per multiply-add");
+  Probe p = summarize(std::move(rates), T, Simd::kPortable,
+                      "kernel table '" + std::string(k.name) + "' fp8_gemm, " + std::to_string(M) +
+                          " rows x [" + std::to_string(N) + " x " + std::to_string(K) +
+                          "] L2-resident FP8 weight per thread, 2 FLOPs per multiply-add");
+  p.width = k.name;
+  return p;
 }
 
 }  // namespace cedar::bench

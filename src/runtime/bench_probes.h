@@ -1,16 +1,24 @@
 // Machine ceilings for `cedar bench`, measured in the same run as the model timings (these
 // machines are noisy: a ceiling measured an hour earlier is not the one the model ran against).
-//  * read bandwidth: every thread of the pool streams its own slice of a buffer much larger than
-//    the last-level cache (first-touched by the same thread) and sums it as 64-bit integers;
-//  * FMA peak: independent chains of 8-wide fp32 FMAs held in registers (AVX2+FMA when the CPU
-//    has them, else 4-wide SSE2 multiply + add), counted 2 FLOPs per lane per FMA;
+//  * read bandwidth (STREAM-like, read only): every thread of the pool streams its own page-
+//    aligned slice of a buffer much larger than the last-level cache (first-touched by the same
+//    thread, so its pages sit on that thread's memory node) with the widest vector loads the CPU
+//    has, into 8 independent 64-bit integer accumulators, 512 bytes (8 cache lines) per loop
+//    iteration: loads + adds only, so the loop is bound by memory, not by a dependency chain;
+//  * FMA peak: one probe per vector width the CPU runs (SSE2 multiply + add, AVX2 8-wide FMA,
+//    AVX-512 16-wide FMA), each with 12 independent register-resident chains per thread (covers
+//    a 4-6 cycle latency on two pipes), counted 2 FLOPs per lane; the best width is the peak;
 //  * kernel GEMM peak: the selected kernel table's own fp8_gemm (the format of the attention
 //    projections and the shared expert) on a weight that stays in L2: the ceiling the engine's
 //    GEMMs reach when they are not waiting on memory (reference kernels: exact products summed
 //    in double lanes, far below the FMA peak by design).
-// Each probe returns the median (and spread) of several timed passes.
+// Each probe returns the median (and spread) of several timed passes after one warmup pass.
+// The CPU is never assumed: widths come from cedar::cpu_features(), and asking for a width the
+// CPU cannot run throws instead of faulting.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,20 +29,40 @@ struct KernelTable;
 
 namespace cedar::bench {
 
+// Vector widths of the probes, narrowest first. kPortable: plain C++ (non-x86 builds only).
+enum class Simd { kPortable, kSse2, kAvx2, kAvx512 };
+
+const char* simd_name(Simd w);  // "portable", "SSE2", "AVX2", "AVX-512"
+// The widths this CPU (and OS) runs, narrowest first; never empty.
+std::vector<Simd> simd_widths();
+Simd widest_simd();
+
 struct Probe {
   double median = 0;  // bytes/s or FLOP/s
   double min = 0, max = 0;
   int passes = 0;
   int threads = 0;
+  std::string width;   // simd_name() of the width measured, or the kernel table's name
   std::string method;  // one line saying what was measured
 };
 
 // Median of a non-empty sample (mean of the two middle values for an even count).
 double median(std::vector<double> v);
 
-// bytes: buffer size (rounded down to a multiple of 64 per thread); passes >= 1 (after a warmup).
+// bytes: buffer size, rounded down to a multiple of 4 KiB per thread (throws when that is 0);
+// passes >= 1 (after a warmup). The first form uses widest_simd().
 Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes);
-Probe measure_fma_peak(ThreadPool& pool, int passes);
+Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes, Simd width);
+
+// One width; iters: loop iterations per thread per pass (each runs 12 vector FMAs or
+// multiply + add pairs). Throws when the CPU lacks the width.
+constexpr int64_t kFmaProbeIters = 8000000;
+Probe measure_fma_peak(ThreadPool& pool, int passes, Simd width, int64_t iters = kFmaProbeIters);
+// Every width of simd_widths(), narrowest first.
+std::vector<Probe> measure_fma_peaks(ThreadPool& pool, int passes, int64_t iters = kFmaProbeIters);
+// The probe with the highest median (probes non-empty): the "FMA peak" of the ratios.
+const Probe& best_probe(const std::vector<Probe>& probes);
+
 Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passes);
 
 }  // namespace cedar::bench

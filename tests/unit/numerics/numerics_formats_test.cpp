@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "numerics/bf16.h"
 #include "numerics/fp4.h"
@@ -58,6 +61,40 @@ TEST(E2M1, TiesGoToEvenCode) {
   EXPECT_EQ(f32_to_e2m1(-0.1f), 8);  // sign kept on a zero code
   for (int c = 0; c < 16; ++c) EXPECT_EQ(f32_to_e2m1(e2m1_to_f32(uint8_t(c))), c == 8 ? 8 : c);
   EXPECT_EQ(fp4_pack(0x3, 0xa), 0xa3);
+}
+
+// An independent definition: the nearest of the 8 magnitudes, an exact tie to the even code.
+uint8_t nearest_e2m1(float x) {
+  const double m = std::fabs(double(x));
+  int best = 0;
+  for (int c = 1; c < 8; ++c) {
+    const double d = std::fabs(m - kE2M1Values[c]), db = std::fabs(m - kE2M1Values[best]);
+    if (d < db || (d == db && c % 2 == 0)) best = c;
+  }
+  return uint8_t(best | (std::signbit(x) ? 8 : 0));
+}
+
+TEST(E2M1, EveryFloatInRangeRoundsToNearestEven) {
+  // every fp32 value of [0, 6] (about 1.09e9 of them would be slow): all values near each
+  // midpoint and each code value (+-64 ulps), and a strided sweep of the rest
+  std::vector<float> xs;
+  for (float v : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f,
+                  5.0f, 6.0f}) {
+    float lo = v, hi = v;
+    for (int k = 0; k < 64; ++k) {
+      xs.push_back(lo);
+      xs.push_back(hi);
+      lo = std::nextafter(lo, -1.0f);
+      hi = std::nextafter(hi, 7.0f);
+    }
+  }
+  for (uint32_t u = 0; u <= 0x40C00000u; u += 997) xs.push_back(std::bit_cast<float>(u));
+  for (float x : xs) {
+    if (!(x >= 0.0f && x <= 6.0f)) continue;
+    ASSERT_EQ(f32_to_e2m1(x), nearest_e2m1(x)) << x;
+    ASSERT_EQ(f32_to_e2m1(-x), nearest_e2m1(-x)) << -x;
+  }
+  EXPECT_EQ(f32_to_e2m1(std::nanf("")), 0);
 }
 
 TEST(Ue8m0, DecodesPowersOfTwo) {

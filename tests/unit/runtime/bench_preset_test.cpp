@@ -1,0 +1,84 @@
+// The `bench` preset of make-model (src/model/presets.cpp): the release's 40-layer schedule at a
+// width where one decoded token reads 0.8-1.5 GB of weights, in a checkpoint of at most 12 GB.
+// Checked from the config and the tensor inventory only: the checkpoint is far too big to
+// generate in the test suite.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/param_count.h"
+#include "model/presets.h"
+#include "runtime/bench_accounting.h"
+
+namespace cedar {
+namespace {
+
+ModelConfig validated(const std::string& name) {
+  ModelConfig c = preset_config(name);
+  c.validate();
+  return c;
+}
+
+uint64_t checkpoint_bytes(const ModelConfig& c) {
+  uint64_t n = 0;
+  for (const ExpectedTensor& t : expected_tensors(c)) {
+    uint64_t e = dtype_size(t.dtype);
+    for (int64_t d : t.shape) e *= uint64_t(d);
+    n += e;
+  }
+  return n;
+}
+
+TEST(BenchPreset, ReleaseScheduleLikeSmall) {
+  const ModelConfig b = validated("bench"), s = validated("small");
+  EXPECT_EQ(b.num_hidden_layers, 40);
+  EXPECT_EQ(b.vocab_size, 129280);
+  EXPECT_EQ(b.compress_ratios, s.compress_ratios);
+  EXPECT_EQ(b.kv_source_layer_ids, s.kv_source_layer_ids);
+  EXPECT_EQ(b.index_source_layer_ids, s.index_source_layer_ids);
+  EXPECT_EQ(b.candidate_source_layer_id, 20);
+  EXPECT_EQ(b.engram_layer_ids, (std::vector<int>{1, 14}));
+  EXPECT_EQ(b.num_nextn_predict_layers, 0);
+  EXPECT_FALSE(b.has_vision);
+  EXPECT_TRUE(bench::has_ced_split(b));
+  ASSERT_EQ(b.layers.size(), s.layers.size());
+  for (size_t l = 0; l < b.layers.size(); ++l) {
+    const LayerPlan &x = b.layers[l], &y = s.layers[l];
+    EXPECT_EQ(x.role, y.role) << l;
+    EXPECT_EQ(x.ratio, y.ratio) << l;
+    EXPECT_EQ(x.kv_source, y.kv_source) << l;
+    EXPECT_EQ(x.index_source, y.index_source) << l;
+    EXPECT_EQ(x.is_candidate_source, y.is_candidate_source) << l;
+    EXPECT_EQ(x.uses_candidates, y.uses_candidates) << l;
+    EXPECT_EQ(x.has_engram, y.has_engram) << l;
+    EXPECT_EQ(x.is_decoder, y.is_decoder) << l;
+  }
+}
+
+TEST(BenchPreset, EveryGemmReductionIsWholeBlocks) {
+  const ModelConfig c = validated("bench");
+  EXPECT_EQ(c.head_dim % 32, 0);
+  for (const ExpectedTensor& t : expected_tensors(c)) {
+    if (t.shape.size() != 2 || t.dtype == DType::F8_E8M0) continue;
+    const int64_t k = t.dtype == DType::I8 ? 2 * t.shape[1] : t.shape[1];  // FP4: 2 per byte
+    EXPECT_EQ(k % 32, 0) << t.name;
+  }
+}
+
+TEST(BenchPreset, BytesPerTokenAndCheckpointSize) {
+  const ModelConfig c = validated("bench");
+  const bench::DecodeTraffic d = bench::decode_traffic(c, 0);
+  const double per_token = double(d.weights()), ckpt = double(checkpoint_bytes(c));
+  std::printf("bench preset: %.3f GB of weights per decoded token, checkpoint %.2f GB\n",
+              per_token / 1e9, ckpt / 1e9);
+  EXPECT_GE(per_token, 0.8e9);
+  EXPECT_LE(per_token, 1.5e9);
+  EXPECT_LE(ckpt, 12e9);
+  // the counted weights are inspect's "activated per generated token"
+  EXPECT_EQ(d.weight_params, count_params(c, expected_tensors(c)).active_generated);
+}
+
+}  // namespace
+}  // namespace cedar

@@ -95,6 +95,10 @@ void register_all() {
         benchmark::RegisterBenchmark((p + "/gemv").c_str(), run, k, f, 1, N, K, threads)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
+        // the same decode step on a weight that stays in L2: the kernel's own speed limit
+        benchmark::RegisterBenchmark((p + "/gemv_l2").c_str(), run, k, f, 1, 256, 1024, threads)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
         benchmark::RegisterBenchmark((p + "/gemm64").c_str(), run, k, f, 64, 256, 1024, threads)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();

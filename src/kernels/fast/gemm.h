@@ -254,11 +254,8 @@ template <class V, class Rows, int R, bool kRound>
 void gemm_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n,
                float* out, int ldo) {
   using F = typename V::F;
-  if (M == 1) {
-    // two weight rows at a time: their accumulators, one block of x and of weights and the
-    // decoders' constants fit the 16 AVX2 registers without spilling
-    constexpr int RV = R % 2 == 0 ? 2 : 1;
-    for (int r = 0; r < R; r += RV) gemv_tile<V, Rows, RV, kRound>(act, K, w, ws, n + r, out + r);
+  if (M == 1) {  // (two rows at a time spill nothing but measured slower: more x loads)
+    gemv_tile<V, Rows, R, kRound>(act, K, w, ws, n, out);
     return;
   }
   float* panel = panel_buffer(size_t(R) * size_t(K));

@@ -170,8 +170,9 @@ TEST_P(FastGemm, CloseToRefPerFormat) {
           ASSERT_LE(std::fabs(double(a) - double(b)), tol)
               << k.name << " " << fmt_name(f) << " K=" << K << " m=" << m << " n=" << n;
         }
-      if (f == WeightFormat::kFP8 || f == WeightFormat::kFP4)
+      if (f == WeightFormat::kFP8 || f == WeightFormat::kFP4) {
         EXPECT_GE(equal, M * N * 99 / 100) << k.name << " " << fmt_name(f) << " K=" << K;
+      }
     }
   }
 }

@@ -14,9 +14,12 @@
 // So the fast tables differ from the reference only in the order and rounding of the sums.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/fast/quant.h"
 #include "kernels/kernel_table.h"
@@ -38,6 +41,19 @@ struct E8m0Table {
 };
 constexpr E8m0Table kE8m0{};
 inline float e8m0(uint8_t c) { return kE8m0.v[c]; }
+// UE8M0 code -> 2^(c - 127) x 2^120, for codes up to kMaxCode (past it the product is no fp32:
+// +inf, which fails every range check that multiplies by it)
+struct E8m0x120Table {
+  static constexpr int kMaxCode = 134;
+  float v[256];
+  constexpr E8m0x120Table() : v() {
+    for (int c = 0; c < 256; ++c)
+      v[c] = c == 0          ? 0x1p-7f
+             : c <= kMaxCode ? __builtin_bit_cast(float, uint32_t(c + 120) << 23)
+                             : __builtin_bit_cast(float, 0x7f800000u);
+  }
+};
+constexpr E8m0x120Table kE8m0x120{};
 
 inline float bf16_round(float f) {  // round to nearest even bf16 (inputs are finite)
   uint32_t u = f32_bits(f);
@@ -45,78 +61,105 @@ inline float bf16_round(float f) {  // round to nearest even bf16 (inputs are fi
   return bits_f32(u);
 }
 
-// Decoders of one 32-element K block of weight row n, exact and scaled, in V's lane order.
+// The weight formats. Each decodes one unit (kUnit elements along K of weight row n: 32, or
+// two blocks for FP4) into exact, scaled fp32 values in V's lane order (unit()), and knows how
+// its prepared activation rows are laid out: act_floats(K) floats per row, the first
+// panel_len(K) of them the values in the decoders' order (padded with zeros to whole units).
 template <class V>
 struct Fp8Rows {
-  static void block(const uint8_t* w, const uint8_t* ws, int K, int n, int kb, typename V::F* out) {
-    V::dec_e4m3(w + size_t(n) * size_t(K) + size_t(kb) * 32, out);
-    // E4M3 x 2^-8 from the decoder; the UE8M0 block scale (per 32 rows x 32 columns) x 2^8
-    const typename V::F s =
-        V::set1(e8m0(ws[size_t(n / 32) * size_t(K / 32) + size_t(kb)]) * 256.0f);
-    CEDAR_UNROLL for (int j = 0; j < V::kBlockVecs; ++j) out[j] = V::mul(out[j], s);
+  static constexpr int kUnit = 32;
+  // the values, then each block's max |x| (the GEMV's range check, gemv_fp8_tile)
+  static int act_floats(int K) { return K + K / 32; }
+  static int panel_len(int K) { return K; }
+  static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
+    V::dec_e4m3_bits(w + size_t(n) * size_t(K) + size_t(u) * 32, out);  // value x 2^-120
+    // x the UE8M0 block scale (per 32 rows x 32 columns) and 2^120: one exact multiply while
+    // 2^(c - 7) is an fp32, two past it
+    const uint8_t c = ws[size_t(n / 32) * size_t(K / 32) + size_t(u)];
+    const typename V::F s = V::set1(kE8m0x120.v[c]);
+    CEDAR_UNROLL for (int j = 0; j < V::kBlockVecs; ++j) {
+      out[j] = c <= E8m0x120Table::kMaxCode
+                   ? V::mul(out[j], s)
+                   : V::mul(V::mul(out[j], V::set1(0x1p120f)), V::set1(e8m0(c)));
+    }
   }
 };
 template <class V>
 struct Fp4Rows {
-  static void block(const uint8_t* w, const uint8_t* ws, int K, int n, int kb, typename V::F* out) {
-    V::dec_e2m1(w + size_t(n) * size_t(K / 2) + size_t(kb) * 16, out);
-    const typename V::F s = V::set1(e8m0(ws[size_t(n) * size_t(K / 32) + size_t(kb)]));
-    CEDAR_UNROLL for (int j = 0; j < V::kBlockVecs; ++j) out[j] = V::mul(out[j], s);
+  static constexpr int kUnit = 64;
+  static int act_floats(int K) { return (K + 63) / 64 * 64; }
+  static int panel_len(int K) { return act_floats(K); }
+  static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
+    const int nb = K / 32, b = 2 * u;
+    const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
+    const bool pair = b + 1 < nb;
+    V::dec_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, e8m0(sc[0]),
+                     pair ? e8m0(sc[1]) : 0.0f, out);
+  }
+  // acc + unit u of row n . x[0, 64)
+  static typename V::F fma_unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u,
+                                const float* x, typename V::F acc) {
+    const int nb = K / 32, b = 2 * u;
+    const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
+    const bool pair = b + 1 < nb;
+    return V::fma_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, e8m0(sc[0]),
+                            pair ? e8m0(sc[1]) : 0.0f, x, acc);
   }
 };
 template <class V>
 struct Bf16Rows {
-  static void block(const uint8_t* w, const uint8_t*, int K, int n, int kb, typename V::F* out) {
-    V::dec_bf16(reinterpret_cast<const uint16_t*>(w) + size_t(n) * size_t(K) + size_t(kb) * 32,
-                out);
+  static constexpr int kUnit = 32;
+  static int act_floats(int K) { return K; }
+  static int panel_len(int K) { return K; }
+  static void unit(const uint8_t* w, const uint8_t*, int K, int n, int u, typename V::F* out) {
+    V::dec_bf16(reinterpret_cast<const uint16_t*>(w) + size_t(n) * size_t(K) + size_t(u) * 32, out);
   }
 };
-// The decoders' lane order: order[i] = which element of a 32-block lands in slot i of the
-// decoded vectors, found by decoding synthetic blocks whose elements all decode differently.
+
+// The decoders' lane order: order[i] = which element of a unit lands in slot i of the decoded
+// vectors, found by decoding synthetic units whose elements all decode differently.
 template <class V>
 struct BlockOrder {
-  int fp8[32] = {}, fp4[32] = {}, bf16[32] = {};
+  int fp8[32] = {}, fp4[64] = {}, bf16[32] = {};
   BlockOrder() {
-    alignas(64) float out[32];
-    typename V::F vec[V::kBlockVecs];
-    auto spill = [&] {
-      for (int j = 0; j < V::kBlockVecs; ++j) V::store(out + j * V::N, vec[j]);
+    alignas(64) float out[64];
+    typename V::F vec[64 / V::N];
+    auto spill = [&](int n) {
+      for (int j = 0; j < n / V::N; ++j) V::store(out + j * V::N, vec[j]);
     };
-    // E4M3 codes 0x38 + e decode to 1 + e/8 (e < 8), then the next binades: distinct, ascending
+    // E4M3 codes 0x38 + e decode to (1 + e/8) x 2^-120 (e < 8), then the next binades:
+    // distinct, and their bit patterns are the codes shifted
     uint8_t c8[32];
     for (int e = 0; e < 32; ++e) c8[e] = uint8_t(0x38 + e);
-    V::dec_e4m3(c8, vec);
-    spill();
-    for (int i = 0; i < 32; ++i) {
-      for (int e = 0; e < 32; ++e) {
-        const uint32_t b = (uint32_t(0x38 + e) << 20) + ((127u - 7u - 8u) << 23);  // value * 2^-8
-        if (f32_bits(out[i]) == b) fp8[i] = e;
-      }
-    }
-    // E2M1 has 8 magnitudes: one block with code e % 8, one with code e / 8 (e < 32)
+    V::dec_e4m3_bits(c8, vec);
+    spill(32);
+    for (int i = 0; i < 32; ++i)
+      for (int e = 0; e < 32; ++e)
+        if (f32_bits(out[i]) == uint32_t(0x38 + e) << 20) fp8[i] = e;
+    // E2M1 has 8 magnitudes: one unit with code e % 8, one with code e / 8 (e < 64)
     static const float kMag[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
     auto code_of = [&](float v) {
       for (int c = 0; c < 8; ++c)
         if (kMag[c] == v) return c;
       return -1;
     };
-    uint8_t lo[16], hi[16];
-    for (int j = 0; j < 16; ++j) {
+    uint8_t lo[32], hi[32];
+    for (int j = 0; j < 32; ++j) {
       lo[j] = uint8_t(((2 * j) % 8) | (((2 * j + 1) % 8) << 4));
       hi[j] = uint8_t(((2 * j) / 8) | (((2 * j + 1) / 8) << 4));
     }
-    int low[32];
-    V::dec_e2m1(lo, vec);
-    spill();
-    for (int i = 0; i < 32; ++i) low[i] = code_of(out[i]);
-    V::dec_e2m1(hi, vec);
-    spill();
-    for (int i = 0; i < 32; ++i) fp4[i] = code_of(out[i]) * 8 + low[i];
+    int low[64];
+    V::dec_e2m1_pair(lo, true, 1.0f, 1.0f, vec);
+    spill(64);
+    for (int i = 0; i < 64; ++i) low[i] = code_of(out[i]);
+    V::dec_e2m1_pair(hi, true, 1.0f, 1.0f, vec);
+    spill(64);
+    for (int i = 0; i < 64; ++i) fp4[i] = code_of(out[i]) * 8 + low[i];
     // bf16: element e holds the value e (exact)
     uint16_t b16[32];
     for (int e = 0; e < 32; ++e) b16[e] = uint16_t(f32_bits(float(e)) >> 16);
     V::dec_bf16(b16, vec);
-    spill();
+    spill(32);
     for (int i = 0; i < 32; ++i) bf16[i] = int(out[i]);
   }
 };
@@ -130,15 +173,32 @@ const BlockOrder<V>& block_order() {
 
 int act_floats_same(int K) { return K; }
 
-// x -> act_quant (bit-exact) -> q * s, each 32-block permuted by `order`
-void prepare_quant_rows(const float* x, int rows, int K, float* act, const int* order) {
-  alignas(64) float deq[32];
-  for (int m = 0; m < rows; ++m)
-    for (int b = 0; b < K / 32; ++b) {
-      act_quant_block(x + size_t(m) * K + size_t(b) * 32, nullptr, deq);
-      float* a = act + size_t(m) * K + size_t(b) * 32;
-      for (int i = 0; i < 32; ++i) a[i] = deq[order[i]];
+// x -> act_quant (bit-exact) -> q * s, each unit of U elements permuted by `order` (a unit past
+// K reads zeros); with `xmax`, each 32-block's max |q * s| after the row's panel_len values
+void prepare_quant_rows(const float* x, int rows, int K, int U, int stride, float* act,
+                        const int* order, bool xmax) {
+  alignas(64) float deq[64];
+  const int nb = K / 32, len = (K + U - 1) / U * U;
+  for (int m = 0; m < rows; ++m) {
+    const float* xr = x + size_t(m) * K;
+    float* a = act + size_t(m) * stride;
+    for (int u = 0; u < len / U; ++u) {
+      for (int h = 0; h < U / 32; ++h) {
+        const int b = u * (U / 32) + h;
+        if (b >= nb) {
+          std::memset(deq + 32 * h, 0, 32 * sizeof(float));
+          continue;
+        }
+        act_quant_block(xr + size_t(b) * 32, nullptr, deq + 32 * h);
+        if (xmax) {
+          float mx = 0.0f;
+          for (int i = 0; i < 32; ++i) mx = std::max(mx, std::fabs(deq[32 * h + i]));
+          a[len + b] = mx;
+        }
+      }
+      for (int i = 0; i < U; ++i) a[u * U + i] = deq[order[i]];
     }
+  }
 }
 void permute_rows(const float* x, int rows, int K, float* act, const int* order) {
   for (int m = 0; m < rows; ++m)
@@ -151,11 +211,11 @@ void permute_rows(const float* x, int rows, int K, float* act, const int* order)
 
 template <class V>
 void prepare_fp8(const float* x, int rows, int K, float* act) {
-  prepare_quant_rows(x, rows, K, act, block_order<V>().fp8);
+  prepare_quant_rows(x, rows, K, 32, Fp8Rows<V>::act_floats(K), act, block_order<V>().fp8, true);
 }
 template <class V>
 void prepare_fp4(const float* x, int rows, int K, float* act) {
-  prepare_quant_rows(x, rows, K, act, block_order<V>().fp4);
+  prepare_quant_rows(x, rows, K, 64, Fp4Rows<V>::act_floats(K), act, block_order<V>().fp4, false);
 }
 template <class V>
 void prepare_bf16(const float* x, int rows, int K, float* act) {
@@ -192,27 +252,86 @@ inline void put(float* out, float v) {
   *out = kRound ? bf16_round(v) : v;
 }
 
-// One activation row against R weight rows, decoding each block into registers as it streams.
+// A decode step streams each weight row once, in short rows (1-4 KiB) that the hardware
+// prefetcher barely ramps up on: each tile asks for the next tile's bytes (R rows further on)
+// while it computes. Past the end of the tensor the hint is harmless (prefetches never fault).
+inline void prefetch_next_tile(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+}
+
+// One activation row against R weight rows, decoding each unit into registers as it streams.
 template <class V, class Rows, int R, bool kRound>
 void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n, float* out) {
   using F = typename V::F;
-  constexpr int NV = V::kBlockVecs;
+  constexpr int NV = Rows::kUnit / V::N;
   F acc[R];
   CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
-  for (int kb = 0; kb < K / 32; ++kb) {
-    F xv[NV], wv[NV];
-    CEDAR_UNROLL for (int j = 0; j < NV; ++j) xv[j] = V::load(x + kb * 32 + j * V::N);
+  for (int u = 0; u < Rows::panel_len(K) / Rows::kUnit; ++u) {
+    const float* xu = x + u * Rows::kUnit;
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
-      Rows::block(w, ws, K, n + r, kb, wv);
-      CEDAR_UNROLL for (int j = 0; j < NV; ++j) acc[r] = V::fma(xv[j], wv[j], acc[r]);
+      if constexpr (std::is_same_v<Rows, Fp4Rows<V>>) {
+        // (the empty asm hides that every row reads the same x: hoisted into registers, the
+        // eight x vectors push the accumulators out to the stack)
+        const float* xr = xu;
+        asm("" : "+r"(xr));
+        prefetch_next_tile(w + (size_t(n + r + R) * size_t(K) + size_t(u) * 64) / 2);
+        acc[r] = Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
+      } else {
+        static_assert(std::is_same_v<Rows, Bf16Rows<V>>, "FP8 decode steps run gemv_fp8_tile");
+        F wv[NV];
+        // 64 bytes per unit and row
+        prefetch_next_tile(w + (size_t(n + r + R) * size_t(K) + size_t(u) * 32) * 2);
+        Rows::unit(w, ws, K, n + r, u, wv);
+        CEDAR_UNROLL for (int j = 0; j < NV; ++j) {
+          acc[r] = V::fma(V::load(xu + j * V::N), wv[j], acc[r]);
+        }
+      }
     }
   }
   CEDAR_UNROLL for (int r = 0; r < R; ++r) put<kRound>(out + r, V::hsum(acc[r]));
 }
 
-// MR activation rows against R decoded weight rows of a panel (row stride K).
+// The FP8 decode step: R rows of one 32-row scale group share each block's scale, so it goes
+// onto the activations instead of every weight vector, together with the decoder's 2^120
+// (dec_e4m3_bits). x * (s * 2^120) is exact -- act_quant's values are far above fp32's
+// subnormals -- unless it would overflow, which the block's max |x| rules out; the rare block
+// that fails the check scales the weights instead (fp8 unit()). Either way the FMA multiplies
+// the same exact product as the panel path: the sums are identical.
+template <class V, int R, bool kRound>
+void gemv_fp8_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n, float* out) {
+  using F = typename V::F;
+  constexpr int NV = V::kBlockVecs;
+  const float* xmax = x + K;
+  const uint8_t* sc = ws + size_t(n / 32) * size_t(K / 32);
+  F acc[R];
+  CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  for (int kb = 0; kb < K / 32; ++kb) {
+    const uint8_t c = sc[kb];
+    const float xs = kE8m0x120.v[c];
+    F xv[NV], wv[NV];
+    CEDAR_UNROLL for (int j = 0; j < NV; ++j) xv[j] = V::load(x + kb * 32 + j * V::N);
+    if (xmax[kb] * xs < 0x1p126f) {
+      const F s = V::set1(xs);
+      CEDAR_UNROLL for (int j = 0; j < NV; ++j) xv[j] = V::mul(xv[j], s);
+      CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+        const uint8_t* p = w + size_t(n + r) * size_t(K) + size_t(kb) * 32;
+        if (kb % 2 == 0) prefetch_next_tile(p + size_t(R) * size_t(K));
+        V::dec_e4m3_bits(p, wv);
+        CEDAR_UNROLL for (int j = 0; j < NV; ++j) acc[r] = V::fma(xv[j], wv[j], acc[r]);
+      }
+    } else {
+      CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+        Fp8Rows<V>::unit(w, ws, K, n + r, kb, wv);
+        CEDAR_UNROLL for (int j = 0; j < NV; ++j) acc[r] = V::fma(xv[j], wv[j], acc[r]);
+      }
+    }
+  }
+  CEDAR_UNROLL for (int r = 0; r < R; ++r) put<kRound>(out + r, V::hsum(acc[r]));
+}
+
+// MR activation rows (stride lda) against R decoded weight rows of a panel (row stride K).
 template <class V, int MR, int R, bool kRound>
-void panel_tile(const float* act, int K, const float* panel, float* out, int ldo) {
+void panel_tile(const float* act, int lda, int K, const float* panel, float* out, int ldo) {
   using F = typename V::F;
   F acc[MR][R];
   CEDAR_UNROLL for (int i = 0; i < MR; ++i) {
@@ -220,7 +339,7 @@ void panel_tile(const float* act, int K, const float* panel, float* out, int ldo
   }
   for (int k = 0; k < K; k += V::N) {
     F x[MR];
-    CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = V::load(act + size_t(i) * K + k);
+    CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = V::load(act + size_t(i) * lda + k);
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
       const F wv = V::load(panel + size_t(r) * K + k);
       CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[i][r] = V::fma(x[i], wv, acc[i][r]);
@@ -231,14 +350,14 @@ void panel_tile(const float* act, int K, const float* panel, float* out, int ldo
 }
 
 template <class V, int MR, int R, bool kRound>
-void panel_rows(const float* act, int M, int K, const float* panel, float* out, int ldo) {
+void panel_rows(const float* act, int lda, int M, int K, const float* panel, float* out, int ldo) {
   int m = 0;
   for (; m + MR <= M; m += MR)
-    panel_tile<V, MR, R, kRound>(act + size_t(m) * K, K, panel, out + size_t(m) * ldo, ldo);
+    panel_tile<V, MR, R, kRound>(act + size_t(m) * lda, lda, K, panel, out + size_t(m) * ldo, ldo);
   if constexpr (MR > 1) {
     if (m < M)
-      panel_rows<V, MR - 1, R, kRound>(act + size_t(m) * K, M - m, K, panel, out + size_t(m) * ldo,
-                                       ldo);
+      panel_rows<V, MR - 1, R, kRound>(act + size_t(m) * lda, lda, M - m, K, panel,
+                                       out + size_t(m) * ldo, ldo);
   }
 }
 
@@ -255,18 +374,27 @@ void gemm_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* 
                float* out, int ldo) {
   using F = typename V::F;
   if (M == 1) {  // (two rows at a time spill nothing but measured slower: more x loads)
-    gemv_tile<V, Rows, R, kRound>(act, K, w, ws, n, out);
+    if constexpr (std::is_same_v<Rows, Fp8Rows<V>>) {
+      if (R == 1 || n / 32 == (n + R - 1) / 32) {
+        gemv_fp8_tile<V, R, kRound>(act, K, w, ws, n, out);
+      } else {
+        for (int r = 0; r < R; ++r) gemv_fp8_tile<V, 1, kRound>(act, K, w, ws, n + r, out + r);
+      }
+    } else {
+      gemv_tile<V, Rows, R, kRound>(act, K, w, ws, n, out);
+    }
     return;
   }
-  float* panel = panel_buffer(size_t(R) * size_t(K));
+  const int len = Rows::panel_len(K), NV = Rows::kUnit / V::N;
+  float* panel = panel_buffer(size_t(R) * size_t(len));
   for (int r = 0; r < R; ++r)
-    for (int kb = 0; kb < K / 32; ++kb) {
-      F v[V::kBlockVecs];
-      Rows::block(w, ws, K, n + r, kb, v);
-      for (int j = 0; j < V::kBlockVecs; ++j)
-        V::store(panel + size_t(r) * K + kb * 32 + j * V::N, v[j]);
+    for (int u = 0; u < len / Rows::kUnit; ++u) {
+      F v[Rows::kUnit / V::N];
+      Rows::unit(w, ws, K, n + r, u, v);
+      for (int j = 0; j < NV; ++j)
+        V::store(panel + size_t(r) * len + u * Rows::kUnit + j * V::N, v[j]);
     }
-  panel_rows<V, Tile<V>::MR, R, kRound>(act, M, K, panel, out, ldo);
+  panel_rows<V, Tile<V>::MR, R, kRound>(act, Rows::act_floats(K), M, len, panel, out, ldo);
 }
 
 template <class V, class Rows, bool kRound>
@@ -282,11 +410,11 @@ void gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, i
 // The four families of one vector layer (kernel_table.h GemmKernels).
 template <class V>
 GemmKernels fp8_family() {
-  return {act_floats_same, prepare_fp8<V>, gemm<V, Fp8Rows<V>, true>, 4};
+  return {Fp8Rows<V>::act_floats, prepare_fp8<V>, gemm<V, Fp8Rows<V>, true>, 4};
 }
 template <class V>
 GemmKernels fp4_family() {
-  return {act_floats_same, prepare_fp4<V>, gemm<V, Fp4Rows<V>, true>, 4};
+  return {Fp4Rows<V>::act_floats, prepare_fp4<V>, gemm<V, Fp4Rows<V>, true>, 4};
 }
 template <class V>
 GemmKernels bf16_family() {

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#define CEDAR_VEC_UNROLL _Pragma("GCC unroll 8")
+
 namespace cedar::kernels::fast {
 namespace {
 
@@ -63,6 +65,71 @@ struct V8 {
     out[1] = _mm256_cvtph_ps(_mm256_castsi256_si128(hi));
     out[2] = _mm256_cvtph_ps(_mm256_extracti128_si256(lo, 1));
     out[3] = _mm256_cvtph_ps(_mm256_extracti128_si256(hi, 1));
+  }
+
+  // 32 E4M3 codes -> fp32 bit patterns worth value x 2^-120 (exact: the code's exponent and
+  // mantissa land in the low exponent bits and the top mantissa bits, so exponent 0 gives the
+  // fp32 subnormal that E4M3's subnormal is, scaled). Shifts only, no conversion: the GEMV's
+  // decoder (fast/gemm.h folds 2^120 into the activations). Lane order: slot 8k + i of out
+  // holds element 4i + k.
+  static void dec_e4m3_bits(const uint8_t* p, F* out) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i m = _mm256_set1_epi32(int32_t(0x87F00000u));  // sign, 4+3 code bits
+    // byte k of each dword to the top, then the arithmetic shift copies the sign down 4 bits
+    // (the mask keeps only bit 31 of those copies)
+    const __m256i v[4] = {_mm256_slli_epi32(b, 24), _mm256_slli_epi32(b, 16),
+                          _mm256_slli_epi32(b, 8), b};
+    CEDAR_VEC_UNROLL for (int k = 0; k < 4; ++k) out[k] =
+        _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(v[k], 4), m));
+  }
+
+  // 64 elements (two 32-blocks of packed E2M1: 32 bytes, or 16 when `pair` is false and the
+  // second block is absent and reads as zeros) -> the E2M1 values times their block scales
+  // (s0 for the first block, s1 for the second): exact. Each nibble looks up the two bytes of
+  // its value's bf16 (E2M1 values have no more bits), so fp32 is a 16-bit shift or mask away.
+  // Lane order: each 128-bit half of out[j] holds one block (low half the first).
+  static void dec_e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, F* out) {
+    e2m1_pair(p, pair, s0, s1, out, nullptr, nullptr);
+  }
+  // acc + the dot product of the 64 decoded values with x[0, 64) (in the decoders' order): one
+  // FMA per vector as soon as it is decoded, so a GEMV keeps its accumulators in registers.
+  static F fma_e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, const float* x, F acc) {
+    e2m1_pair(p, pair, s0, s1, nullptr, x, &acc);
+    return acc;
+  }
+  static void e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, F* out, const float* x,
+                        F* acc) {
+    const __m256i b =
+        pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+             : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    // bf16 of 0, .5, 1, 1.5, 2, 3, 4, 6 and their negatives: high bytes, then low bytes
+    const __m256i hi = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xBF),
+                      char(0xBF), char(0xBF), char(0xC0), char(0xC0), char(0xC0), char(0xC0)));
+    const __m256i lo = _mm256_broadcastsi128_si256(
+        _mm_setr_epi8(0, 0, char(0x80), char(0xC0), 0, 0x40, char(0x80), char(0xC0), 0, 0,
+                      char(0x80), char(0xC0), 0, 0x40, char(0x80), char(0xC0)));
+    const __m256i top = _mm256_set1_epi32(int32_t(0xFFFF0000u));
+    const F s = _mm256_setr_m128(_mm_set1_ps(s0), _mm_set1_ps(s1));
+    const __m256i idx[2] = {_mm256_and_si256(b, nib),
+                            _mm256_and_si256(_mm256_srli_epi16(b, 4), nib)};
+    CEDAR_VEC_UNROLL for (int h = 0; h < 2; ++h) {
+      const __m256i bh = _mm256_shuffle_epi8(hi, idx[h]), bl = _mm256_shuffle_epi8(lo, idx[h]);
+      CEDAR_VEC_UNROLL for (int q = 0; q < 2; ++q) {
+        const __m256i w = q == 0 ? _mm256_unpacklo_epi8(bl, bh) : _mm256_unpackhi_epi8(bl, bh);
+        const int j = 4 * h + 2 * q;
+        const F v0 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), s);
+        const F v1 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(w, top)), s);
+        if (out) {
+          out[j] = v0;
+          out[j + 1] = v1;
+        } else {
+          *acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * j), v0, *acc);
+          *acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * j + 8), v1, *acc);
+        }
+      }
+    }
   }
 
   // 16 bytes of packed E2M1 (32 elements, element 2j in the low nibble of byte j) -> the E2M1

@@ -36,7 +36,10 @@ struct TestWeight {
   std::vector<float> value;  // [N, K]
 };
 
-TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed) {
+// scale_lo/scale_span: the UE8M0 scale codes drawn (the default keeps weights near 2^-4; codes
+// past 134 push the FP8 decode step onto its weight-scaling path)
+TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed, int scale_lo = 118,
+                       int scale_span = 12) {
   std::mt19937 rng(seed);
   TestWeight t;
   t.f = f;
@@ -48,7 +51,7 @@ TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed) {
       t.w.resize(size_t(N) * K);
       t.s.resize(size_t((N + 31) / 32) * (K / 32));
       for (auto& c : t.w) c = uint8_t((rng() % 0x7f) | ((rng() & 1) << 7));  // no NaN code
-      for (auto& c : t.s) c = uint8_t(118 + rng() % 12);
+      for (auto& c : t.s) c = uint8_t(scale_lo + int(rng() % unsigned(scale_span)));
       for (int n = 0; n < N; ++n)
         for (int k = 0; k < K; ++k)
           t.value[size_t(n) * K + k] = e4m3_to_f32(t.w[size_t(n) * K + k]) *
@@ -59,7 +62,7 @@ TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed) {
       t.w.resize(size_t(N) * K / 2);
       t.s.resize(size_t(N) * (K / 32));
       for (auto& c : t.w) c = uint8_t(rng() & 0xff);
-      for (auto& c : t.s) c = uint8_t(118 + rng() % 12);
+      for (auto& c : t.s) c = uint8_t(scale_lo + int(rng() % unsigned(scale_span)));
       for (int n = 0; n < N; ++n)
         for (int k = 0; k < K; ++k) {
           const uint8_t b = t.w[size_t(n) * (K / 2) + k / 2];
@@ -177,18 +180,21 @@ TEST_P(FastGemm, CloseToRefPerFormat) {
   }
 }
 
-TEST_P(FastGemm, BatchInvariant) {
-  const KernelTable& k = *GetParam();
-  for (WeightFormat f :
-       {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32}) {
-    const int K = 320, N = 45, M = 13;
-    const TestWeight t = make_weight(f, N, K, 99 + unsigned(f));
+// A row's outputs through one gemm call of `all` rows equal those of the row alone and of a
+// smaller batch, bit for bit.
+void expect_batch_invariant(const KernelTable& k, WeightFormat f, int scale_lo, int scale_span) {
+  {
+    // K: 11 blocks (an odd count: FP4's last two-block unit is half empty)
+    const int K = 352, N = 45, M = 13;
+    const TestWeight t = make_weight(f, N, K, 99 + unsigned(f), scale_lo, scale_span);
     const auto x = bf16_normal(size_t(M) * K, 5, 2.0f);
     const auto all = run(k, t, x, M, 0, N);
     // each row alone, over several column ranges (tails of the register tiles included)
     for (int m = 0; m < M; ++m) {
       const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
-      for (auto [n0, n1] : {std::pair{0, N}, std::pair{3, 10}, std::pair{12, 45}}) {
+      // (29..32 straddles an FP8 32-row scale group)
+      for (auto [n0, n1] :
+           {std::pair{0, N}, std::pair{3, 10}, std::pair{12, 45}, std::pair{29, 45}}) {
         const auto one = run(k, t, row, 1, n0, n1);
         for (int n = n0; n < n1; ++n)
           ASSERT_EQ(one[size_t(n - n0)], all[size_t(m) * N + n])
@@ -202,6 +208,38 @@ TEST_P(FastGemm, BatchInvariant) {
       for (int n = 0; n < N; ++n)
         ASSERT_EQ(part[size_t(m) * N + n], all[size_t(m + 2) * N + n])
             << k.name << " " << fmt_name(f);
+  }
+}
+
+TEST_P(FastGemm, BatchInvariant) {
+  for (WeightFormat f :
+       {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32})
+    expect_batch_invariant(*GetParam(), f, 118, 12);
+}
+
+// FP8 scale codes 126..140: blocks whose activations cannot take the scale (and codes past
+// fp32's 2^127 with the decoder's 2^120) take the decode step's weight-scaling path, and still
+// match the panel path bit for bit and the reference within its tolerance.
+TEST_P(FastGemm, Fp8LargeScales) {
+  const KernelTable& k = *GetParam();
+  expect_batch_invariant(k, WeightFormat::kFP8, 126, 15);
+  const int K = 256, M = 3, N = 40;
+  const TestWeight t = make_weight(WeightFormat::kFP8, N, K, 17, 126, 15);
+  const auto x = bf16_normal(size_t(M) * K, 23, 4.0f);
+  const auto yr = run(kernels::ref::table(), t, x, M, 0, N);
+  for (int m = 0; m < M; ++m) {
+    const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
+    const auto y1 = run(k, t, row, 1, 0, N);
+    for (int n = 0; n < N; ++n) {
+      double mag = 0;
+      for (int i = 0; i < K; ++i)
+        mag += std::fabs(double(row[size_t(i)]) * t.value[size_t(n) * K + i]);
+      const float a = yr[size_t(m) * N + n], b = y1[size_t(n)];
+      ASSERT_TRUE(std::isfinite(b)) << k.name << " n=" << n;
+      ASSERT_LE(std::fabs(double(a) - double(b)),
+                std::ldexp(std::fabs(double(a)), -7) + mag * 0x1p-14)
+          << k.name << " m=" << m << " n=" << n;
+    }
   }
 }
 

@@ -209,6 +209,14 @@ void ThreadPool::parallel_for(int64_t n, Task fn, int64_t grain) {
   rethrow_captured();
 }
 
+void ThreadPool::parallel_for_each(int64_t n, FunctionRef<void(int64_t)> fn) {
+  if (n <= 0) return;
+  std::atomic<int64_t> next{0};
+  parallel_for(size(), [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
+  });
+}
+
 void ThreadPool::rethrow_captured() {
   if (!error_) return;
   std::exception_ptr e = std::exchange(error_, nullptr);

@@ -71,6 +71,13 @@ class ThreadPool {
   // serialised by an entry lock (uncontended in the engine) rather than corrupting the job.
   void parallel_for(int64_t n, Task fn, int64_t grain = 1);
 
+  // Calls fn(i) once for every i in [0, n), each index claimed by whichever thread is free
+  // next: for independent items of uneven cost or on threads that do not run at the same speed
+  // (a core shared with another process, a worker still waking up). Which thread runs an item
+  // must not change its result -- true of the tiles of a matrix product, whose every output
+  // element one item computes alone.
+  void parallel_for_each(int64_t n, FunctionRef<void(int64_t)> fn);
+
  private:
   void worker_loop(int id);
   void run_chunk(int64_t c) noexcept;

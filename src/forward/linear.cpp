@@ -101,9 +101,10 @@ void linear_group(const Ctx& ctx, std::span<const GemmTask> tasks) {
     for (const Tile& tl : tiles) run_tile(tasks[size_t(tl.task)], tl);
     return;
   }
-  ctx.pool.parallel_for(int64_t(tiles.size()), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      run_tile(tasks[size_t(tiles[size_t(i)].task)], tiles[size_t(i)]);
+  // claimed dynamically: a decode step's products are short, and a thread that starts late or
+  // shares its core would otherwise hold up the whole region at its end
+  ctx.pool.parallel_for_each(int64_t(tiles.size()), [&](int64_t i) {
+    run_tile(tasks[size_t(tiles[size_t(i)].task)], tiles[size_t(i)]);
   });
 }
 

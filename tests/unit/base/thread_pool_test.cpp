@@ -51,6 +51,39 @@ TEST(ThreadPool, CoversEveryIndexOnceAndNestsInline) {
   }
 }
 
+// parallel_for_each: every index exactly once, the work balanced across threads when one item
+// is slow (the others take the rest), exceptions passed on, nested calls inline.
+TEST(ThreadPool, ForEachRunsEveryIndexOnceAndBalances) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 7, 500}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for_each(n, [&](int64_t i) {
+        hits[size_t(i)]++;
+        pool.parallel_for_each(2, [](int64_t) {});  // nested: runs inline
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+    }
+  }
+  // item 0 blocks until all the others are done: a static split would deadlock
+  ThreadPool pool(2);
+  const int64_t n = 40;
+  std::atomic<int64_t> done{0};
+  pool.parallel_for_each(n, [&](int64_t i) {
+    if (i == 0) {
+      while (done.load() < n - 1) std::this_thread::yield();
+    } else {
+      done++;
+    }
+  });
+  EXPECT_EQ(done.load(), n - 1);
+  EXPECT_THROW(pool.parallel_for_each(9,
+                                      [](int64_t i) {
+                                        if (i == 4) throw std::runtime_error("item 4");
+                                      }),
+               std::runtime_error);
+}
+
 TEST(ThreadPool, ChunksAreContiguousAtLeastGrainAndAtMostSize) {
   for (int threads : {1, 2, 3, 4, 7}) {
     ThreadPool pool(threads);

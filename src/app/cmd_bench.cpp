@@ -20,6 +20,7 @@
 
 #include "app/commands.h"
 #include "base/args.h"
+#include "forward/moe.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
 #include "runtime/bench_accounting.h"
@@ -400,6 +401,7 @@ int cmd_bench(int argc, char** argv) {
     std::vector<float> lg(size_t(B) * size_t(V));
     std::vector<BatchItem> items(static_cast<size_t>(B));
     std::vector<double> pass_s;
+    int64_t expert_runs = 0;  // routed (layer, expert) products over all passes
     for (long long g = 0; g < gen; ++g) {
       for (int64_t b = 0; b < B; ++b) {
         BatchItem& it = items[size_t(b)];
@@ -410,9 +412,11 @@ int cmd_bench(int argc, char** argv) {
         it.opt = ForwardOptions{};
         it.logits = lg.data() + size_t(b) * size_t(V);
       }
+      const int64_t runs0 = routed_expert_runs();
       const auto t0 = Clock::now();
       model.forward_batch(std::span<BatchItem>(items));
       pass_s.push_back(since(t0));
+      expert_runs += routed_expert_runs() - runs0;
       for (int64_t b = 0; b < B; ++b) {
         if (items[size_t(b)].error) std::rethrow_exception(items[size_t(b)].error);
         toks[size_t(b)] = argmax(lg.data() + size_t(b) * size_t(V), V);
@@ -423,7 +427,9 @@ int cmd_bench(int argc, char** argv) {
     if (base_rate == 0) base_rate = rate;
     const int64_t ctx_mid = batch_state.n_tokens + gen / 2;
     const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid);
-    const double bytes = double(tr.weights()) + double(B) * double(tr.kv());
+    // the routed experts a pass actually read: B rows pick up to B x k distinct ones per layer
+    const double runs_per_pass = double(expert_runs) / double(std::max<long long>(1, gen));
+    const double bytes = double(tr.weights_of_pass(runs_per_pass)) + double(B) * double(tr.kv());
     const double gbs = bytes / med;
     batch_runs.push_back({{"batch", B},
                           {"context_mid", ctx_mid},
@@ -431,6 +437,7 @@ int cmd_bench(int argc, char** argv) {
                           {"tokens_per_s", rate},
                           {"gain_vs_first", rate / base_rate},
                           {"bytes_per_pass", bytes},
+                          {"routed_experts_per_pass", runs_per_pass},
                           {"bytes_per_token", bytes / double(B)},
                           {"achieved_gb_s", gbs / 1e9},
                           {"ratio_bandwidth", gbs / bw.median}});
@@ -477,7 +484,8 @@ int cmd_bench(int argc, char** argv) {
   if (!batches.empty()) {
     std::printf(
         "\nbatched decode: B copies of the %lld-token prompt's state, one batched pass per step "
-        "(median of %lld passes); bytes = weights once per pass + B x KV\n",
+        "(median of %lld passes); bytes = every weight once per pass (each routed expert that "
+        "received rows once) + B x KV\n",
         (long long)batch_state.n_tokens, gen);
     std::printf("  %-6s %9s %10s   %-7s %s\n", "batch", "pass_s", "tok/s", "gain", "traffic");
     std::printf("%s", btable.c_str());

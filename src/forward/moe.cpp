@@ -1,6 +1,7 @@
 #include "forward/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "numerics/bf16.h"
@@ -40,6 +41,12 @@ void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) c
   }
 }
 
+namespace {
+std::atomic<int64_t> g_routed_runs{0};
+}  // namespace
+
+int64_t routed_expert_runs() { return g_routed_runs.load(std::memory_order_relaxed); }
+
 void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   const int D = cfg_.hidden_size, E = cfg_.n_routed_experts, K = cfg_.num_experts_per_tok;
   const int I = cfg_.moe_intermediate_size;
@@ -71,6 +78,7 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
     j.m = int(j.rows.size());
     jobs.push_back(std::move(j));
   }
+  g_routed_runs.fetch_add(int64_t(jobs.size()), std::memory_order_relaxed);
   jobs.emplace_back();
   jobs.back().w = &w_.shared;
   jobs.back().m = n;

@@ -3,10 +3,17 @@
 // Immutable after construction.
 #pragma once
 
+#include <cstdint>
+
 #include "forward/linear.h"
 #include "model/config.h"
 
 namespace cedar {
+
+// Routed expert products run so far by every MoE in the process: one per (layer, expert) that
+// received rows in a forward, however many rows. Instrumentation for `cedar bench`, whose
+// batched passes read each such expert's weights once.
+int64_t routed_expert_runs();
 
 class MoE {
  public:

@@ -1,6 +1,7 @@
 #include "runtime/bench_accounting.h"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -117,6 +118,7 @@ DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context) {
   DecodeTraffic d;
   d.context = context;
   int64_t routed = 0, routed_params = 0;
+  std::set<int> expert_layers;
   for (const auto& t : inv) {
     const std::string& name = t.name;
     if (starts_with(name, "mtp.") || starts_with(name, "vision.") ||
@@ -161,6 +163,7 @@ DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context) {
       d.router += bytes;
     } else if (starts_with(rest, "ffn.experts.")) {
       routed += bytes;
+      expert_layers.insert(l);
       routed_params += params;
     } else if (starts_with(rest, "ffn.shared_experts.")) {
       d.shared_experts += bytes;
@@ -170,6 +173,8 @@ DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context) {
   }
   // every routed expert of a layer has the same shapes: k of n is an exact fraction
   d.routed_experts = routed * c.num_experts_per_tok / c.n_routed_experts;
+  const int64_t moe_layers = int64_t(expert_layers.size());
+  if (moe_layers > 0) d.routed_expert_bytes = routed / (moe_layers * c.n_routed_experts);
   d.weight_params += routed_params * c.num_experts_per_tok / c.n_routed_experts;
   // Engram: (max_ngram-1) x heads gathered rows of E4M3 + UE8M0 per 32, per Engram layer
   const int64_t ehd = c.engram_head_dim;

@@ -16,17 +16,18 @@ namespace cedar::bench {
 struct DecodeTraffic {
   int64_t context = 0;
   // --- weights (bytes) ---
-  int64_t attention = 0;       // wq_a, wq_b, wkv, wo_a, wo_b (FP8 + scales), q/kv norms, sink
-  int64_t compressor = 0;      // KV sources: compressor wkv/wgate/norm + indexer wk/k_norm
-  int64_t indexer = 0;         // index sources: indexer wq_b (FP8) + weights_proj
-  int64_t router = 0;          // ffn.gate weight + bias
-  int64_t routed_experts = 0;  // num_experts_per_tok of the layer's routed experts (FP4)
-  int64_t shared_experts = 0;  // the shared expert (FP8)
-  int64_t mhc = 0;             // hc_{attn,ffn}_{fn,base,scale} (fp32)
-  int64_t norms = 0;           // attn_norm, ffn_norm of every layer + the final norm
-  int64_t engram = 0;          // Engram wkv + q/k weights + the gathered table rows (+ scales)
-  int64_t embedding_row = 0;   // one bf16 row of embed.weight
-  int64_t head = 0;            // head.weight (bf16, every vocab row)
+  int64_t attention = 0;            // wq_a, wq_b, wkv, wo_a, wo_b (FP8 + scales), q/kv norms, sink
+  int64_t compressor = 0;           // KV sources: compressor wkv/wgate/norm + indexer wk/k_norm
+  int64_t indexer = 0;              // index sources: indexer wq_b (FP8) + weights_proj
+  int64_t router = 0;               // ffn.gate weight + bias
+  int64_t routed_experts = 0;       // num_experts_per_tok of the layer's routed experts (FP4)
+  int64_t routed_expert_bytes = 0;  // one routed expert of one layer (w1, w2, w3 + scales)
+  int64_t shared_experts = 0;       // the shared expert (FP8)
+  int64_t mhc = 0;                  // hc_{attn,ffn}_{fn,base,scale} (fp32)
+  int64_t norms = 0;                // attn_norm, ffn_norm of every layer + the final norm
+  int64_t engram = 0;               // Engram wkv + q/k weights + the gathered table rows (+ scales)
+  int64_t embedding_row = 0;        // one bf16 row of embed.weight
+  int64_t head = 0;                 // head.weight (bf16, every vocab row)
   // The engine keeps wo_a dequantized to bf16 (as the reference's convert.py does): the bytes it
   // actually streams for wo_a exceed the storage bytes by this much.
   int64_t wo_a_engine_extra = 0;
@@ -43,6 +44,11 @@ struct DecodeTraffic {
            norms + engram + embedding_row + head;
   }
   int64_t kv() const { return kv_window + kv_compressed + kv_index_keys; }
+  // The weights of a batched pass that ran `expert_runs` routed (layer, expert) products: each
+  // expert that received rows is read once, every other weight once.
+  int64_t weights_of_pass(double expert_runs) const {
+    return weights() - routed_experts + int64_t(expert_runs * double(routed_expert_bytes));
+  }
   int64_t total() const { return weights() + kv(); }
   // What the engine streams: weights with wo_a in bf16, plus KV.
   int64_t engine_total() const { return total() + wo_a_engine_extra; }

@@ -95,6 +95,12 @@ void register_all() {
         benchmark::RegisterBenchmark((p + "/gemv").c_str(), run, k, f, 1, N, K, threads)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
+        // a batched decode step's few rows per routed expert (row-by-row kernel vs panel)
+        for (int rows : {2, 4})
+          benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k,
+                                       f, rows, N, K, threads)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
         // the same decode step on a weight that stays in L2: the kernel's own speed limit
         benchmark::RegisterBenchmark((p + "/gemv_l2").c_str(), run, k, f, 1, 256, 1024, threads)
             ->Unit(benchmark::kMicrosecond)

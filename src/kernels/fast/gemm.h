@@ -55,6 +55,28 @@ struct E8m0x120Table {
 };
 constexpr E8m0x120Table kE8m0x120{};
 
+// Per UE8M0 scale code: the bf16 of each E2M1 code's value times the scale (exact: at most two
+// significant bits), as 16 high bytes then 16 low bytes -- the tables of V::dec_e2m1_pair
+struct E2m1ScaledTable {
+  uint8_t t[256][32];
+  constexpr E2m1ScaledTable() : t() {
+    constexpr float kValue[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+    for (int c = 0; c < 256; ++c)
+      for (int i = 0; i < 16; ++i) {
+        // in double (no overflow to trap the constant evaluation); code 255 is UE8M0's NaN
+        const double v = c == 255 ? 0.0 : double(kValue[i]) * double(kE8m0.v[c]);
+        const uint32_t b = c == 255 ? 0x7fc00000u
+                           : v > 0x1.fffffep127 || v < -0x1.fffffep127
+                               ? (v < 0 ? 0xff800000u : 0x7f800000u)
+                               : __builtin_bit_cast(uint32_t, float(v));
+        t[c][i] = uint8_t(b >> 24);
+        t[c][16 + i] = uint8_t(b >> 16);
+      }
+  }
+};
+constexpr E2m1ScaledTable kE2m1{};
+
 inline float bf16_round(float f) {  // round to nearest even bf16 (inputs are finite)
   uint32_t u = f32_bits(f);
   u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
@@ -65,9 +87,13 @@ inline float bf16_round(float f) {  // round to nearest even bf16 (inputs are fi
 // two blocks for FP4) into exact, scaled fp32 values in V's lane order (unit()), and knows how
 // its prepared activation rows are laid out: act_floats(K) floats per row, the first
 // panel_len(K) of them the values in the decoders' order (padded with zeros to whole units).
+// kAccs: accumulators per output, vector t of a row going to accumulator t % kAccs (summed in
+// order at the end) -- the same in the decode step and the panel path. kGemvRows: weight rows
+// per decode-step tile. FP4 takes two of each: its decode is long enough that one chain per
+// row leaves the decode step waiting on FMA latency.
 template <class V>
 struct Fp8Rows {
-  static constexpr int kUnit = 32;
+  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = 4;
   // the values, then each block's max |x| (the GEMV's range check, gemv_fp8_tile)
   static int act_floats(int K) { return K + K / 32; }
   static int panel_len(int K) { return K; }
@@ -86,29 +112,29 @@ struct Fp8Rows {
 };
 template <class V>
 struct Fp4Rows {
-  static constexpr int kUnit = 64;
+  static constexpr int kUnit = 64, kAccs = 2, kGemvRows = 2;
   static int act_floats(int K) { return (K + 63) / 64 * 64; }
   static int panel_len(int K) { return act_floats(K); }
   static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
     const int nb = K / 32, b = 2 * u;
     const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
     const bool pair = b + 1 < nb;
-    V::dec_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, e8m0(sc[0]),
-                     pair ? e8m0(sc[1]) : 0.0f, out);
+    V::dec_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, kE2m1.t[sc[0]],
+                     kE2m1.t[pair ? sc[1] : 0], out);
   }
-  // acc + unit u of row n . x[0, 64)
-  static typename V::F fma_unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u,
-                                const float* x, typename V::F acc) {
+  // acc[0..1] + unit u of row n . x[0, 64), the even vectors to acc[0], the odd to acc[1]
+  static void fma_unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, const float* x,
+                       typename V::F* acc) {
     const int nb = K / 32, b = 2 * u;
     const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
     const bool pair = b + 1 < nb;
-    return V::fma_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, e8m0(sc[0]),
-                            pair ? e8m0(sc[1]) : 0.0f, x, acc);
+    V::fma_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, kE2m1.t[sc[0]],
+                     kE2m1.t[pair ? sc[1] : 0], x, acc);
   }
 };
 template <class V>
 struct Bf16Rows {
-  static constexpr int kUnit = 32;
+  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = 4;
   static int act_floats(int K) { return K; }
   static int panel_len(int K) { return K; }
   static void unit(const uint8_t* w, const uint8_t*, int K, int n, int u, typename V::F* out) {
@@ -149,10 +175,10 @@ struct BlockOrder {
       hi[j] = uint8_t(((2 * j) / 8) | (((2 * j + 1) / 8) << 4));
     }
     int low[64];
-    V::dec_e2m1_pair(lo, true, 1.0f, 1.0f, vec);
+    V::dec_e2m1_pair(lo, true, kE2m1.t[127], kE2m1.t[127], vec);
     spill(64);
     for (int i = 0; i < 64; ++i) low[i] = code_of(out[i]);
-    V::dec_e2m1_pair(hi, true, 1.0f, 1.0f, vec);
+    V::dec_e2m1_pair(hi, true, kE2m1.t[127], kE2m1.t[127], vec);
     spill(64);
     for (int i = 0; i < 64; ++i) fp4[i] = code_of(out[i]) * 8 + low[i];
     // bf16: element e holds the value e (exact)
@@ -263,32 +289,40 @@ inline void prefetch_next_tile(const void* p) {
 template <class V, class Rows, int R, bool kRound>
 void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n, float* out) {
   using F = typename V::F;
-  constexpr int NV = Rows::kUnit / V::N;
-  F acc[R];
-  CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[r] = V::zero();
+  constexpr int NV = Rows::kUnit / V::N, NA = Rows::kAccs;
+  F acc[R][NA];
+  CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+    CEDAR_UNROLL for (int a = 0; a < NA; ++a) acc[r][a] = V::zero();
+  }
   for (int u = 0; u < Rows::panel_len(K) / Rows::kUnit; ++u) {
     const float* xu = x + u * Rows::kUnit;
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
       if constexpr (std::is_same_v<Rows, Fp4Rows<V>>) {
+        static_assert(NA == 2);
         // (the empty asm hides that every row reads the same x: hoisted into registers, the
         // eight x vectors push the accumulators out to the stack)
         const float* xr = xu;
         asm("" : "+r"(xr));
         prefetch_next_tile(w + (size_t(n + r + R) * size_t(K) + size_t(u) * 64) / 2);
-        acc[r] = Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
+        Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
       } else {
-        static_assert(std::is_same_v<Rows, Bf16Rows<V>>, "FP8 decode steps run gemv_fp8_tile");
+        static_assert(std::is_same_v<Rows, Bf16Rows<V>> && NA == 1,
+                      "FP8 decode steps run gemv_fp8_tile");
         F wv[NV];
         // 64 bytes per unit and row
         prefetch_next_tile(w + (size_t(n + r + R) * size_t(K) + size_t(u) * 32) * 2);
         Rows::unit(w, ws, K, n + r, u, wv);
         CEDAR_UNROLL for (int j = 0; j < NV; ++j) {
-          acc[r] = V::fma(V::load(xu + j * V::N), wv[j], acc[r]);
+          acc[r][0] = V::fma(V::load(xu + j * V::N), wv[j], acc[r][0]);
         }
       }
     }
   }
-  CEDAR_UNROLL for (int r = 0; r < R; ++r) put<kRound>(out + r, V::hsum(acc[r]));
+  CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+    F sum = acc[r][0];
+    CEDAR_UNROLL for (int a = 1; a < NA; ++a) sum = V::add(sum, acc[r][a]);
+    put<kRound>(out + r, V::hsum(sum));
+  }
 }
 
 // The FP8 decode step: R rows of one 32-row scale group share each block's scale, so it goes
@@ -329,62 +363,97 @@ void gemv_fp8_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, i
   CEDAR_UNROLL for (int r = 0; r < R; ++r) put<kRound>(out + r, V::hsum(acc[r]));
 }
 
-// MR activation rows (stride lda) against R decoded weight rows of a panel (row stride K).
-template <class V, int MR, int R, bool kRound>
+// MR activation rows (stride lda) against R decoded weight rows of a panel (row stride K), NA
+// accumulators per output (vector t to accumulator t % NA, as the decode step does).
+template <class V, int MR, int R, int NA, bool kRound>
 void panel_tile(const float* act, int lda, int K, const float* panel, float* out, int ldo) {
   using F = typename V::F;
-  F acc[MR][R];
-  CEDAR_UNROLL for (int i = 0; i < MR; ++i) {
-    CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[i][r] = V::zero();
+  F acc[NA][MR][R];
+  CEDAR_UNROLL for (int a = 0; a < NA; ++a) {
+    CEDAR_UNROLL for (int i = 0; i < MR; ++i) {
+      CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[a][i][r] = V::zero();
+    }
   }
-  for (int k = 0; k < K; k += V::N) {
-    F x[MR];
-    CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = V::load(act + size_t(i) * lda + k);
-    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
-      const F wv = V::load(panel + size_t(r) * K + k);
-      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[i][r] = V::fma(x[i], wv, acc[i][r]);
+  for (int k = 0; k < K; k += NA * V::N) {
+    CEDAR_UNROLL for (int a = 0; a < NA; ++a) {
+      F x[MR];
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) {
+        x[i] = V::load(act + size_t(i) * lda + k + a * V::N);
+      }
+      CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+        const F wv = V::load(panel + size_t(r) * K + k + a * V::N);
+        CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[a][i][r] = V::fma(x[i], wv, acc[a][i][r]);
+      }
     }
   }
   for (int i = 0; i < MR; ++i)
-    for (int r = 0; r < R; ++r) put<kRound>(out + size_t(i) * ldo + r, V::hsum(acc[i][r]));
+    for (int r = 0; r < R; ++r) {
+      F sum = acc[0][i][r];
+      for (int a = 1; a < NA; ++a) sum = V::add(sum, acc[a][i][r]);
+      put<kRound>(out + size_t(i) * ldo + r, V::hsum(sum));
+    }
 }
 
-template <class V, int MR, int R, bool kRound>
+template <class V, int MR, int R, int NA, bool kRound>
 void panel_rows(const float* act, int lda, int M, int K, const float* panel, float* out, int ldo) {
   int m = 0;
   for (; m + MR <= M; m += MR)
-    panel_tile<V, MR, R, kRound>(act + size_t(m) * lda, lda, K, panel, out + size_t(m) * ldo, ldo);
+    panel_tile<V, MR, R, NA, kRound>(act + size_t(m) * lda, lda, K, panel, out + size_t(m) * ldo,
+                                     ldo);
   if constexpr (MR > 1) {
     if (m < M)
-      panel_rows<V, MR - 1, R, kRound>(act + size_t(m) * lda, lda, M - m, K, panel,
-                                       out + size_t(m) * ldo, ldo);
+      panel_rows<V, MR - 1, R, NA, kRound>(act + size_t(m) * lda, lda, M - m, K, panel,
+                                           out + size_t(m) * ldo, ldo);
   }
 }
 
-// Register tile sizes: MR x R accumulators, MR activation vectors and one weight vector must
-// fit the register file (16 on AVX2, 32 on AVX-512).
-template <class V>
+// Register tile sizes: NA x MR x R accumulators, MR activation vectors and one weight vector
+// must fit the register file (16 on AVX2, 32 on AVX-512).
+template <class V, int NA>
 struct Tile {
-  static constexpr int R = 4;
-  static constexpr int MR = V::N == 8 ? 3 : 5;
+  static constexpr int R = V::N == 8 && NA == 2 ? 2 : 4;
+  static constexpr int MR = V::N == 8 || NA == 2 ? 3 : 5;
 };
 
-template <class V, class Rows, int R, bool kRound>
-void gemm_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n,
+// Up to this many rows a product runs the decode-step kernel row by row (gemm_cols): measured
+// (gemm_bench gemv_rows2/4, FP8 and FP4) faster than the panel at two rows, slower at four.
+constexpr int kGemvRows = 3;
+
+// Decode-step tiles of kGemvRows weight rows, row by row over the activations. A few rows (a
+// batched decode step's share of a routed expert) take this path too: a tile's weight rows come
+// from DRAM for the first and from L1 for the others, cheaper than decoding them into a panel.
+// Same FMAs either way.
+template <class V, class Rows, bool kRound>
+void gemv_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
                float* out, int ldo) {
-  using F = typename V::F;
-  if (M == 1) {  // (two rows at a time spill nothing but measured slower: more x loads)
+  constexpr int R = Rows::kGemvRows;
+  const int lda = Rows::act_floats(K);
+  for (int m = 0; m < M; ++m) {
+    const float* x = act + size_t(m) * lda;
+    float* o = out + size_t(m) * ldo;
+    int n = n0;
     if constexpr (std::is_same_v<Rows, Fp8Rows<V>>) {
-      if (R == 1 || n / 32 == (n + R - 1) / 32) {
-        gemv_fp8_tile<V, R, kRound>(act, K, w, ws, n, out);
-      } else {
-        for (int r = 0; r < R; ++r) gemv_fp8_tile<V, 1, kRound>(act, K, w, ws, n + r, out + r);
+      for (; n + R <= n1; n += R) {
+        if (n / 32 == (n + R - 1) / 32) {
+          gemv_fp8_tile<V, R, kRound>(x, K, w, ws, n, o + (n - n0));
+        } else {
+          for (int r = 0; r < R; ++r)
+            gemv_fp8_tile<V, 1, kRound>(x, K, w, ws, n + r, o + (n - n0) + r);
+        }
       }
+      for (; n < n1; ++n) gemv_fp8_tile<V, 1, kRound>(x, K, w, ws, n, o + (n - n0));
     } else {
-      gemv_tile<V, Rows, R, kRound>(act, K, w, ws, n, out);
+      for (; n + R <= n1; n += R) gemv_tile<V, Rows, R, kRound>(x, K, w, ws, n, o + (n - n0));
+      for (; n < n1; ++n) gemv_tile<V, Rows, 1, kRound>(x, K, w, ws, n, o + (n - n0));
     }
-    return;
   }
+}
+
+// R weight rows decoded once into a panel, then register tiles of rows over it.
+template <class V, class Rows, int R, bool kRound>
+void panel_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n,
+                float* out, int ldo) {
+  using F = typename V::F;
   const int len = Rows::panel_len(K), NV = Rows::kUnit / V::N;
   float* panel = panel_buffer(size_t(R) * size_t(len));
   for (int r = 0; r < R; ++r)
@@ -394,17 +463,26 @@ void gemm_cols(const float* act, int M, int K, const uint8_t* w, const uint8_t* 
       for (int j = 0; j < NV; ++j)
         V::store(panel + size_t(r) * len + u * Rows::kUnit + j * V::N, v[j]);
     }
-  panel_rows<V, Tile<V>::MR, R, kRound>(act, Rows::act_floats(K), M, len, panel, out, ldo);
+  panel_rows<V, Tile<V, Rows::kAccs>::MR, R, Rows::kAccs, kRound>(act, Rows::act_floats(K), M, len,
+                                                                  panel, out, ldo);
 }
+
+// Up to this many rows a product runs the decode-step kernel row by row: measured (gemm_bench
+// gemv_rows2/4, FP8 and FP4) faster than the panel at two rows, slower at four.
+constexpr int kGemvRowsMax = 3;
 
 template <class V, class Rows, bool kRound>
 void gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
           float* out, int ldo) {
-  constexpr int R = Tile<V>::R;
+  if (M <= kGemvRowsMax) {
+    gemv_cols<V, Rows, kRound>(act, M, K, w, ws, n0, n1, out, ldo);
+    return;
+  }
+  constexpr int R = Tile<V, Rows::kAccs>::R;
   int n = n0;
   for (; n + R <= n1; n += R)
-    gemm_cols<V, Rows, R, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
-  for (; n < n1; ++n) gemm_cols<V, Rows, 1, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
+    panel_cols<V, Rows, R, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
+  for (; n < n1; ++n) panel_cols<V, Rows, 1, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
 }
 
 // The four families of one vector layer (kernel_table.h GemmKernels).

@@ -84,34 +84,34 @@ struct V8 {
   }
 
   // 64 elements (two 32-blocks of packed E2M1: 32 bytes, or 16 when `pair` is false and the
-  // second block is absent and reads as zeros) -> the E2M1 values times their block scales
-  // (s0 for the first block, s1 for the second): exact. Each nibble looks up the two bytes of
-  // its value's bf16 (E2M1 values have no more bits), so fp32 is a 16-bit shift or mask away.
+  // second block is absent and reads as zeros) -> the E2M1 values times their block scales:
+  // exact. t0 and t1 (32 bytes each: 16 high bytes, then 16 low bytes) give the bf16 of code
+  // c's value times the block's scale -- such a product has at most two significant bits, so
+  // bf16 holds it exactly and fp32 is a 16-bit shift or mask away: a table lookup per nibble
+  // does the decode and the scaling (fast/gemm.h builds the tables per scale code).
   // Lane order: each 128-bit half of out[j] holds one block (low half the first).
-  static void dec_e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, F* out) {
-    e2m1_pair(p, pair, s0, s1, out, nullptr, nullptr);
+  static void dec_e2m1_pair(const uint8_t* p, bool pair, const uint8_t* t0, const uint8_t* t1,
+                            F* out) {
+    e2m1_pair(p, pair, t0, t1, out, nullptr, nullptr);
   }
   // acc + the dot product of the 64 decoded values with x[0, 64) (in the decoders' order): one
   // FMA per vector as soon as it is decoded, so a GEMV keeps its accumulators in registers.
-  static F fma_e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, const float* x, F acc) {
-    e2m1_pair(p, pair, s0, s1, nullptr, x, &acc);
-    return acc;
+  // The even vectors go to acc[0], the odd ones to acc[1]: two dependency chains.
+  static void fma_e2m1_pair(const uint8_t* p, bool pair, const uint8_t* t0, const uint8_t* t1,
+                            const float* x, F* acc) {
+    e2m1_pair(p, pair, t0, t1, nullptr, x, acc);
   }
-  static void e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, F* out, const float* x,
-                        F* acc) {
+  static void e2m1_pair(const uint8_t* p, bool pair, const uint8_t* t0, const uint8_t* t1, F* out,
+                        const float* x, F* acc) {
     const __m256i b =
         pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
              : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     const __m256i nib = _mm256_set1_epi8(0x0F);
-    // bf16 of 0, .5, 1, 1.5, 2, 3, 4, 6 and their negatives: high bytes, then low bytes
-    const __m256i hi = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xBF),
-                      char(0xBF), char(0xBF), char(0xC0), char(0xC0), char(0xC0), char(0xC0)));
-    const __m256i lo = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(0, 0, char(0x80), char(0xC0), 0, 0x40, char(0x80), char(0xC0), 0, 0,
-                      char(0x80), char(0xC0), 0, 0x40, char(0x80), char(0xC0)));
+    const __m256i hi = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(t1),
+                                           reinterpret_cast<const __m128i*>(t0));
+    const __m256i lo = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(t1 + 16),
+                                           reinterpret_cast<const __m128i*>(t0 + 16));
     const __m256i top = _mm256_set1_epi32(int32_t(0xFFFF0000u));
-    const F s = _mm256_setr_m128(_mm_set1_ps(s0), _mm_set1_ps(s1));
     const __m256i idx[2] = {_mm256_and_si256(b, nib),
                             _mm256_and_si256(_mm256_srli_epi16(b, 4), nib)};
     CEDAR_VEC_UNROLL for (int h = 0; h < 2; ++h) {
@@ -119,14 +119,14 @@ struct V8 {
       CEDAR_VEC_UNROLL for (int q = 0; q < 2; ++q) {
         const __m256i w = q == 0 ? _mm256_unpacklo_epi8(bl, bh) : _mm256_unpackhi_epi8(bl, bh);
         const int j = 4 * h + 2 * q;
-        const F v0 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), s);
-        const F v1 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_and_si256(w, top)), s);
+        const F v0 = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+        const F v1 = _mm256_castsi256_ps(_mm256_and_si256(w, top));
         if (out) {
           out[j] = v0;
           out[j + 1] = v1;
         } else {
-          *acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * j), v0, *acc);
-          *acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * j + 8), v1, *acc);
+          acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * j), v0, acc[0]);
+          acc[1] = _mm256_fmadd_ps(_mm256_loadu_ps(x + 8 * j + 8), v1, acc[1]);
         }
       }
     }

@@ -58,16 +58,17 @@ struct V16 {
     V8::dec_e4m3_bits(p, h);
     join_block(h, out);
   }
-  static void dec_e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, F* out) {
+  static void dec_e2m1_pair(const uint8_t* p, bool pair, const uint8_t* t0, const uint8_t* t1,
+                            F* out) {
     __m256 h[8];
-    V8::dec_e2m1_pair(p, pair, s0, s1, h);
+    V8::dec_e2m1_pair(p, pair, t0, t1, h);
     for (int j = 0; j < 4; ++j) out[j] = join(h[2 * j], h[2 * j + 1]);
   }
-  static F fma_e2m1_pair(const uint8_t* p, bool pair, float s0, float s1, const float* x, F acc) {
+  static void fma_e2m1_pair(const uint8_t* p, bool pair, const uint8_t* t0, const uint8_t* t1,
+                            const float* x, F* acc) {
     F w[4];
-    dec_e2m1_pair(p, pair, s0, s1, w);
-    for (int j = 0; j < 4; ++j) acc = fma(load(x + 16 * j), w[j], acc);
-    return acc;
+    dec_e2m1_pair(p, pair, t0, t1, w);
+    for (int j = 0; j < 4; ++j) acc[j % 2] = fma(load(x + 16 * j), w[j], acc[j % 2]);
   }
   static void dec_e2m1(const uint8_t* p, F* out) {
     __m256 h[4];

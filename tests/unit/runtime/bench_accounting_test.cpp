@@ -32,7 +32,7 @@ bool contains(const std::vector<int>& v, int x) {
 // Closed-form decode weight bytes of a text model from its shapes.
 struct Expected {
   int64_t attention = 0, compressor = 0, indexer = 0, router = 0, routed = 0, shared = 0, mhc = 0,
-          norms = 0, engram = 0, embedding_row = 0, head = 0, wo_a_extra = 0;
+          norms = 0, engram = 0, embedding_row = 0, head = 0, wo_a_extra = 0, one_expert = 0;
 };
 
 Expected expected_weights(const ModelConfig& c) {
@@ -51,7 +51,8 @@ Expected expected_weights(const ModelConfig& c) {
     }
     if (contains(c.index_source_layer_ids, l)) e.indexer += fp8(IH * ihd, ql) + 2 * IH * D;
     e.router += 2 * E * D + 4 * E;
-    e.routed += c.num_experts_per_tok * (2 * fp4(inter, D) + fp4(D, inter));
+    e.one_expert = 2 * fp4(inter, D) + fp4(D, inter);
+    e.routed += c.num_experts_per_tok * e.one_expert;
     e.shared += 2 * fp8(inter, D) + fp8(D, inter);
     const int64_t mix = (2 + hc) * hc;
     e.mhc += 2 * (4 * mix * hc * D + 4 * mix + 4 * 3);
@@ -73,7 +74,10 @@ void expect_weights(const DecodeTraffic& d, const Expected& e) {
   EXPECT_EQ(d.indexer, e.indexer);
   EXPECT_EQ(d.router, e.router);
   EXPECT_EQ(d.routed_experts, e.routed);
-  EXPECT_EQ(d.shared_experts, e.shared);
+  EXPECT_EQ(d.routed_expert_bytes, e.one_expert);
+  // a pass that ran k experts in every layer reads what a single stream reads
+  EXPECT_EQ(d.weights_of_pass(double(e.routed) / double(e.one_expert)), d.weights());
+  EXPECT_EQ(d.weights_of_pass(0.0), d.weights() - d.routed_experts);
   EXPECT_EQ(d.mhc, e.mhc);
   EXPECT_EQ(d.norms, e.norms);
   EXPECT_EQ(d.engram, e.engram);

@@ -95,6 +95,12 @@ void register_all() {
         benchmark::RegisterBenchmark((p + "/gemv").c_str(), run, k, f, 1, N, K, threads)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
+        // the vocabulary head's shape (bf16 [129280, 1024] in the bench preset): short rows
+        if (f == WeightFormat::kBF16)
+          benchmark::RegisterBenchmark((p + "/gemv_head").c_str(), run, k, f, 1, 129280, 1024,
+                                       threads)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
         // a batched decode step's few rows per routed expert (row-by-row kernel vs panel)
         for (int rows : {2, 4})
           benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k,

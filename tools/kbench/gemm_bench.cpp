@@ -103,8 +103,8 @@ void register_all() {
               ->UseRealTime();
         // a batched decode step's few rows per routed expert (row-by-row kernel vs panel)
         for (int rows : {2, 4})
-          benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k,
-                                       f, rows, N, K, threads)
+          benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k, f,
+                                       rows, N, K, threads)
               ->Unit(benchmark::kMillisecond)
               ->UseRealTime();
         // the same decode step on a weight that stays in L2: the kernel's own speed limit

@@ -409,11 +409,12 @@ void panel_rows(const float* act, int lda, int M, int K, const float* panel, flo
 }
 
 // Register tile sizes: NA x MR x R accumulators, MR activation vectors and one weight vector
-// must fit the register file (16 on AVX2, 32 on AVX-512).
+// must fit the register file (16 on AVX2, 32 on AVX-512). With two accumulators on AVX2, 2 x 3
+// leaves a register spare; 3 x 2 (all 16) made GCC fold the activation loads into every FMA.
 template <class V, int NA>
 struct Tile {
-  static constexpr int R = V::N == 8 && NA == 2 ? 2 : 4;
-  static constexpr int MR = V::N == 8 || NA == 2 ? 3 : 5;
+  static constexpr int R = V::N == 8 && NA == 2 ? 3 : 4;
+  static constexpr int MR = V::N == 8 && NA == 2 ? 2 : V::N == 8 || NA == 2 ? 3 : 5;
 };
 
 // Up to this many rows a product runs the decode-step kernel row by row (gemm_cols): measured

@@ -303,7 +303,8 @@ void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n
         // eight x vectors push the accumulators out to the stack)
         const float* xr = xu;
         asm("" : "+r"(xr));
-        prefetch_next_tile(w + (size_t(n + r + R) * size_t(K) + size_t(u) * 64) / 2);
+        // (four tiles ahead: a two-row FP4 tile is only 0.5-1 KiB, less than a DRAM latency)
+        prefetch_next_tile(w + (size_t(n + r + 4 * R) * size_t(K) + size_t(u) * 64) / 2);
         Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
       } else {
         static_assert(std::is_same_v<Rows, Bf16Rows<V>> && NA == 1,

@@ -2,16 +2,18 @@
 // four weight formats.
 //
 // Every output (m, n) is a dot product with its lanes along K: acc = fma(x[k..k+N), w[k..k+N),
-// acc) over the K vectors in order, one accumulator, then V::hsum's fixed tree. Decode steps
-// (one row) decode each weight block into registers as they stream; several rows share a panel
-// of weight rows decoded once into fp32 and run register tiles of MR rows x R columns over it.
-// Both do the same FMAs in the same order on the same values, so a row's result does not depend
-// on how many rows share the call (or on the thread split): batch invariance.
+// acc) over the K vectors in order -- vector t into accumulator t % kAccs (one, or two for FP4),
+// added in order at the end -- then V::hsum's fixed tree. Decode steps (up to kGemvRowsMax rows)
+// decode each weight unit into registers as they stream; more rows share a panel of weight rows
+// decoded once into fp32 and run register tiles of MR rows x R columns over it. Both do the same
+// FMAs in the same order on the same values, so a row's result does not depend on how many rows
+// share the call (or on the thread split): batch invariance.
 //
-// Weight values are decoded exactly (E4M3 x 2^-8 x (scale x 2^8), E2M1 x scale, bf16, fp32) in
-// the decoders' lane order; activation rows are stored in that order by prepare(), which for the
-// FP8/FP4 families is the bit-exact act_quant followed by the dequantized values q * s (exact).
-// So the fast tables differ from the reference only in the order and rounding of the sums.
+// Weight values are decoded exactly (E4M3 bit patterns x 2^120 x scale, or the scale moved onto
+// the activations; E2M1 x scale from scaled bf16 tables; bf16; fp32) in the decoders' lane
+// order; activation rows are stored in that order by prepare(), which for the FP8/FP4 families
+// is the bit-exact act_quant followed by the dequantized values q * s (exact). So the fast tables
+// differ from the reference only in the order and rounding of the sums.
 #pragma once
 
 #include <algorithm>

@@ -17,14 +17,16 @@ Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
   if (plan_.is_index_source) indexer_ = std::make_unique<Indexer>(cfg, layer, w, rope_);
   // the Python scalar head_dim**-0.5, held as an fp32 tensor by sparse_attn
   softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
-  // wo_a (bf16, dequantized at load) viewed as one [R, H*hd/G] weight per output group
+  // wo_a (bf16 values: FP8W, or a bf16 copy) viewed as one [R, H*hd/G] weight per output group
   const int G = cfg.o_groups, R = cfg.o_lora_rank, gw = cfg.num_attention_heads * cfg.head_dim / G;
+  const bool fp8 = w.wo_a.kind == Linear::Kind::FP8W;  // (then R is a multiple of 32)
   for (int g = 0; g < G; ++g) {
     Linear L;
-    L.kind = Linear::Kind::BF16;
+    L.kind = w.wo_a.kind;
     L.out = R;
     L.in = gw;
-    L.w = reinterpret_cast<const uint8_t*>(w.wo_a.data() + size_t(g) * R * gw);
+    L.w = w.wo_a.w + size_t(g) * R * gw * (fp8 ? 1 : 2);
+    if (fp8) L.scale = w.wo_a.scale + size_t(g) * (R / 32) * (gw / 32);
     L.name = "layers." + std::to_string(layer) + ".attn.wo_a[group " + std::to_string(g) + "]";
     wo_a_.push_back(L);
   }
@@ -193,7 +195,7 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
     // o as [n * G, gw] rows (query i, group g at row i * G + g), prepared once; group g's rows
     // against that group's weight, every group in one parallel region
     PreparedRows op;
-    prepare_rows(ctx, WeightFormat::kBF16, o.data(), n * G, gw, op);
+    prepare_rows(ctx, w_.wo_a.format(), o.data(), n * G, gw, op);
     std::vector<PreparedRows> og(static_cast<size_t>(G));
     std::vector<std::vector<float>> ug(size_t(G), std::vector<float>(size_t(n) * R));
     std::vector<GemmTask> tasks;

@@ -61,7 +61,7 @@ void run_tile(const GemmTask& t, const Tile& tl) {
   const int N = W.out;
   float* yo = t.y + size_t(tl.m0) * N + tl.n0;
   t.act->family->gemm(t.act->row(tl.m0), tl.mb, W.in, W.w, W.scale, tl.n0, tl.n1, yo, N);
-  if (W.kind == Linear::Kind::BF16 && t.out == LinearOut::kBf16)
+  if ((W.kind == Linear::Kind::BF16 || W.kind == Linear::Kind::FP8W) && t.out == LinearOut::kBf16)
     for (int m = 0; m < tl.mb; ++m)
       for (int n = 0; n < tl.n1 - tl.n0; ++n)
         yo[size_t(m) * N + n] = round_bf16(yo[size_t(m) * N + n]);

@@ -155,13 +155,18 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck) {
     L.wkv = linear(W, ck, p + "attn.wkv", hd, D);
     const int og = c.o_groups;
     Linear wo_a = linear(W, ck, p + "attn.wo_a", og * c.o_lora_rank, H * hd / og);
-    if (wo_a.kind == Linear::Kind::FP8) {
-      L.wo_a = dequant_fp8_to_bf16(wo_a);
-    } else if (wo_a.kind == Linear::Kind::BF16) {
-      L.wo_a.assign(wo_a.bf16(), wo_a.bf16() + size_t(wo_a.out) * size_t(wo_a.in));
-    } else {
+    if (wo_a.kind == Linear::Kind::FP8 && c.o_lora_rank % 32 == 0) {
+      wo_a.kind = Linear::Kind::FP8W;  // the bf16-weight product, read from the FP8 bytes
+    } else if (wo_a.kind == Linear::Kind::FP8) {
+      // an output group that splits a 32-row scale group: a bf16 copy, as convert.py makes
+      const std::vector<uint16_t> v = dequant_fp8_to_bf16(wo_a);
+      wo_a.w = W.own_copy(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 2);
+      wo_a.scale = nullptr;
+      wo_a.kind = Linear::Kind::BF16;
+    } else if (wo_a.kind != Linear::Kind::BF16) {
       throw std::runtime_error("tensor " + p + "attn.wo_a.weight: expected FP8 or BF16");
     }
+    L.wo_a = wo_a;
     L.wo_b = linear(W, ck, p + "attn.wo_b", D, og * c.o_lora_rank);
     if (P.is_kv_source) {
       const auto want = Linear::Kind::BF16;  // promoted to fp32 at ratio > 1 (exact products)

@@ -1,6 +1,6 @@
 // ModelWeights: typed views of every checkpoint tensor the forward pass reads, bound once at load
-// (pointers into the memory-mapped shards; only wo_a is materialised, dequantized to bf16 as the
-// reference's convert.py does). Immutable after construction; safe to share between threads.
+// (pointers into the memory-mapped shards; misaligned bf16/fp32 tensors are copied). Immutable
+// after construction; safe to share between threads.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@ namespace cedar {
 
 // One projection weight [out, in] in whichever format the checkpoint stores it.
 struct Linear {
-  enum class Kind { FP8, FP4, BF16, F32 };  // in WeightFormat order
+  enum class Kind { FP8, FP4, BF16, F32, FP8W };  // in WeightFormat order
   Kind kind = Kind::BF16;
   int out = 0, in = 0;
   const uint8_t* w = nullptr;      // FP8 codes [out, in] | packed E2M1 [out, in/2] | bf16 | f32
@@ -31,7 +31,8 @@ struct Linear {
 static_assert(int(Linear::Kind::FP8) == int(WeightFormat::kFP8) &&
               int(Linear::Kind::FP4) == int(WeightFormat::kFP4) &&
               int(Linear::Kind::BF16) == int(WeightFormat::kBF16) &&
-              int(Linear::Kind::F32) == int(WeightFormat::kF32));
+              int(Linear::Kind::F32) == int(WeightFormat::kF32) &&
+              int(Linear::Kind::FP8W) == int(WeightFormat::kFP8W));
 
 struct ExpertWeights {
   Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]
@@ -48,7 +49,9 @@ struct LayerWeights {
   const uint16_t* q_norm = nullptr;   // [q_lora_rank]
   const uint16_t* kv_norm = nullptr;  // [head_dim]
   Linear wq_a, wq_b, wkv, wo_b;
-  std::vector<uint16_t> wo_a;  // bf16 [o_groups * o_lora_rank, H * head_dim / o_groups]
+  // [o_groups * o_lora_rank, H * head_dim / o_groups]: FP8W when stored FP8 (the bf16-weight
+  // product over the FP8 bytes), else bf16
+  Linear wo_a;
   // compressor + index keys (KV sources)
   Linear comp_wkv, comp_wgate;           // comp_wgate only for ratio > 1
   const uint16_t* comp_norm = nullptr;   // [head_dim]

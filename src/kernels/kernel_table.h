@@ -26,8 +26,13 @@ enum class WeightFormat : int {
   kFP4 = 1,   // packed E2M1 [N, K/2] (element 2j in the low nibble) + UE8M0 [N, K/32]
   kBF16 = 2,  // bf16 [N, K]
   kF32 = 3,   // fp32 [N, K]
+  // E4M3 + UE8M0 stored like kFP8, in a product that does not quantize its activations: the
+  // reference holds such a weight dequantized to bf16 (wo_a, convert.py), so its values are the
+  // exact decoded E4M3 x scale rounded through bf16 (exact for any scale above 2^-124), and the
+  // product is the bf16-weight one (fp32 out). Read in FP8: half the bytes of a bf16 copy.
+  kFP8W = 4,
 };
-constexpr int kWeightFormats = 4;
+constexpr int kWeightFormats = 5;
 
 // One weight format's kernel family (the llama.cpp "type traits" idea): how an activation row is
 // prepared -- once per row, in the encoding the family's product wants -- and the product itself.

@@ -155,8 +155,11 @@ DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context) {
       d.indexer += bytes;
     } else if (starts_with(rest, "attn.")) {
       d.attention += bytes;
-      if (rest == "attn.wo_a.weight") d.wo_a_engine_extra += 2 * params - bytes;
-      if (rest == "attn.wo_a.scale") d.wo_a_engine_extra -= bytes;  // folded into the bf16 copy
+      // the engine reads wo_a in FP8 unless an output group splits a 32-row scale group
+      if (c.o_lora_rank % 32 != 0) {
+        if (rest == "attn.wo_a.weight") d.wo_a_engine_extra += 2 * params - bytes;
+        if (rest == "attn.wo_a.scale") d.wo_a_engine_extra -= bytes;  // folded into the copy
+      }
     } else if (starts_with(rest, "hc_")) {
       d.mhc += bytes;
     } else if (starts_with(rest, "ffn.gate.")) {

@@ -28,8 +28,9 @@ struct DecodeTraffic {
   int64_t engram = 0;               // Engram wkv + q/k weights + the gathered table rows (+ scales)
   int64_t embedding_row = 0;        // one bf16 row of embed.weight
   int64_t head = 0;                 // head.weight (bf16, every vocab row)
-  // The engine keeps wo_a dequantized to bf16 (as the reference's convert.py does): the bytes it
-  // actually streams for wo_a exceed the storage bytes by this much.
+  // When an output group of wo_a splits a 32-row scale group the engine keeps a bf16 copy (as
+  // the reference's convert.py does) and streams this many bytes more than stored; otherwise 0
+  // (the bf16-weight product reads the FP8 bytes).
   int64_t wo_a_engine_extra = 0;
   // Logical parameters read (packed FP4 = 2 per byte, UE8M0 scales 0), excluding the embedding
   // row and Engram: equals `cedar inspect`'s "activated per generated token" for a text model.

@@ -26,6 +26,7 @@ Weight make(WeightFormat f, int N, int K) {
   Weight t;
   switch (f) {
     case WeightFormat::kFP8:
+    case WeightFormat::kFP8W:
       t.w.resize(size_t(N) * K);
       t.s.assign(size_t((N + 31) / 32) * (K / 32), 120);
       for (auto& c : t.w) c = uint8_t(rng() % 0x7f);
@@ -79,7 +80,7 @@ void run(benchmark::State& st, const KernelTable* k, WeightFormat f, int M, int 
 }
 
 const char* name_of(WeightFormat f) {
-  static const char* n[] = {"fp8", "fp4", "bf16", "f32"};
+  static const char* n[] = {"fp8", "fp4", "bf16", "f32", "fp8w"};
   return n[int(f)];
 }
 

@@ -134,9 +134,20 @@ struct Fp4Rows {
                      kE2m1.t[pair ? sc[1] : 0], x, acc);
   }
 };
+// kFP8W: FP8 storage in a bf16-weight product (no act_quant): Fp8Rows' exact decode, plain
+// activation rows. (Exact w * s equals the reference's bf16 copy for any scale above 2^-124.)
+template <class V>
+struct Fp8WRows {
+  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = 4, kElemBytes = 1;
+  static int act_floats(int K) { return K; }
+  static int panel_len(int K) { return K; }
+  static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
+    Fp8Rows<V>::unit(w, ws, K, n, u, out);
+  }
+};
 template <class V>
 struct Bf16Rows {
-  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = 4;
+  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = 4, kElemBytes = 2;
   static int act_floats(int K) { return K; }
   static int panel_len(int K) { return K; }
   static void unit(const uint8_t* w, const uint8_t*, int K, int n, int u, typename V::F* out) {
@@ -249,6 +260,10 @@ template <class V>
 void prepare_bf16(const float* x, int rows, int K, float* act) {
   permute_rows(x, rows, K, act, block_order<V>().bf16);
 }
+template <class V>
+void prepare_fp8w(const float* x, int rows, int K, float* act) {
+  permute_rows(x, rows, K, act, block_order<V>().fp8);
+}
 void prepare_f32(const float* x, int rows, int K, float* act) {
   std::memcpy(act, x, sizeof(float) * size_t(rows) * size_t(K));
 }
@@ -309,12 +324,14 @@ void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n
         prefetch_next_tile(w + (size_t(n + r + 4 * R) * size_t(K) + size_t(u) * 64) / 2);
         Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
       } else {
-        static_assert(std::is_same_v<Rows, Bf16Rows<V>> && NA == 1,
-                      "FP8 decode steps run gemv_fp8_tile");
+        static_assert(
+            (std::is_same_v<Rows, Bf16Rows<V>> || std::is_same_v<Rows, Fp8WRows<V>>)&&NA == 1,
+            "FP8 decode steps run gemv_fp8_tile");
         F wv[NV];
-        // 64 bytes per unit and row; two tiles ahead (measured slightly faster on the head's
-        // 2 KiB rows, gemm_bench gemv_head)
-        prefetch_next_tile(w + (size_t(n + r + 2 * R) * size_t(K) + size_t(u) * 32) * 2);
+        // two tiles ahead (measured slightly faster on the head's 2 KiB rows, gemm_bench
+        // gemv_head)
+        prefetch_next_tile(w +
+                           (size_t(n + r + 2 * R) * size_t(K) + size_t(u) * 32) * Rows::kElemBytes);
         Rows::unit(w, ws, K, n + r, u, wv);
         CEDAR_UNROLL for (int j = 0; j < NV; ++j) {
           acc[r][0] = V::fma(V::load(xu + j * V::N), wv[j], acc[r][0]);
@@ -490,7 +507,7 @@ void gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, i
   for (; n < n1; ++n) panel_cols<V, Rows, 1, kRound>(act, M, K, w, ws, n, out + (n - n0), ldo);
 }
 
-// The four families of one vector layer (kernel_table.h GemmKernels).
+// The families of one vector layer (kernel_table.h GemmKernels).
 template <class V>
 GemmKernels fp8_family() {
   return {Fp8Rows<V>::act_floats, prepare_fp8<V>, gemm<V, Fp8Rows<V>, true>, 4};
@@ -530,6 +547,10 @@ void gemm_f32_exact(const float* act, int M, int K, const uint8_t* wb, const uin
   for (int m = 0; m < M; ++m)
     for (int n = n0; n < n1; ++n)
       out[size_t(m) * ldo + (n - n0)] = dot_f32_exact(act + size_t(m) * K, w + size_t(n) * K, K);
+}
+template <class V>
+GemmKernels fp8w_family() {
+  return {act_floats_same, prepare_fp8w<V>, gemm<V, Fp8WRows<V>, false>, 4};
 }
 GemmKernels f32_family() { return {act_floats_same, prepare_f32, gemm_f32_exact, 4}; }
 

@@ -146,6 +146,24 @@ void gemm_bf16w(const float* x, int M, int K, const uint8_t* wb, const uint8_t*,
 }
 
 CEDAR_MULTIVERSION
+void gemm_fp8w(const float* x, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+               float* out, int ldo) {
+  const Luts& L = luts();
+  const int kb = K / 32;
+  std::vector<float> wf(static_cast<size_t>(K));
+  for (int n = n0; n < n1; ++n) {
+    const uint8_t* wr = w + size_t(n) * size_t(K);
+    const uint8_t* sr = ws + size_t(n / 32) * size_t(kb);
+    // ref: convert.py's dequantization to bf16 (weights.cpp dequant_fp8_to_bf16 did the same)
+    for (int i = 0; i < K; ++i)
+      wf[size_t(i)] = bf16_to_f32(f32_to_bf16_bits(L.e4m3[wr[i]] * L.ue8m0[sr[i / 32]]));
+    for (int m = 0; m < M; ++m)
+      out[size_t(m) * size_t(ldo) + size_t(n - n0)] =
+          fmath::round_sum(dot_lanes(x + size_t(m) * size_t(K), wf.data(), K));
+  }
+}
+
+CEDAR_MULTIVERSION
 void gemm_f32w(const float* x, int M, int K, const uint8_t* wb, const uint8_t*, int n0, int n1,
                float* out, int ldo) {
   const float* w = reinterpret_cast<const float*>(wb);

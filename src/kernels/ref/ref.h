@@ -39,6 +39,10 @@ void gemm_bf16w(const float* x, int M, int K, const uint8_t* w, const uint8_t* u
                 int n1, float* out, int ldo);
 void gemm_f32w(const float* x, int M, int K, const uint8_t* w, const uint8_t* unused, int n0,
                int n1, float* out, int ldo);
+// The bf16-weight product over FP8 storage (WeightFormat::kFP8W): each row decoded to the bf16
+// values the reference's dequantization makes, then gemm_bf16w's sum.
+void gemm_fp8w(const float* x, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+               float* out, int ldo);
 
 void rms_norm(const float* x, int n, const uint16_t* w, float eps, float* out);
 void rope(float* x, int rd, const float* cos, const float* sin, bool inverse);

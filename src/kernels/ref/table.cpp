@@ -15,6 +15,7 @@ const KernelTable& table() {
           {act_floats_quant, prepare_quant, fp4_gemm, 1},
           {act_floats_plain, prepare_plain, gemm_bf16w, 1},
           {act_floats_plain, prepare_plain, gemm_f32w, 1},
+          {act_floats_plain, prepare_plain, gemm_fp8w, 1},
       },
       rms_norm,
       rope,

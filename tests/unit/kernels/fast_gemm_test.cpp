@@ -47,7 +47,8 @@ TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed, int scale_lo
   t.K = K;
   t.value.resize(size_t(N) * K);
   switch (f) {
-    case WeightFormat::kFP8: {
+    case WeightFormat::kFP8:
+    case WeightFormat::kFP8W: {
       t.w.resize(size_t(N) * K);
       t.s.resize(size_t((N + 31) / 32) * (K / 32));
       for (auto& c : t.w) c = uint8_t((rng() % 0x7f) | ((rng() & 1) << 7));  // no NaN code
@@ -112,6 +113,8 @@ const char* fmt_name(WeightFormat f) {
       return "fp4";
     case WeightFormat::kBF16:
       return "bf16";
+    case WeightFormat::kFP8W:
+      return "fp8w";
     default:
       return "f32";
   }
@@ -150,8 +153,8 @@ TEST_P(FastGemm, ActQuantIsBitExact) {
 TEST_P(FastGemm, CloseToRefPerFormat) {
   const KernelTable& k = *GetParam();
   const KernelTable& ref = kernels::ref::table();
-  for (WeightFormat f :
-       {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32}) {
+  for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16,
+                         WeightFormat::kF32, WeightFormat::kFP8W}) {
     for (int K : {32, 96, 1024}) {
       const int M = 5, N = 70;
       const TestWeight t = make_weight(f, N, K, unsigned(K) + unsigned(f) * 7);
@@ -212,8 +215,8 @@ void expect_batch_invariant(const KernelTable& k, WeightFormat f, int scale_lo, 
 }
 
 TEST_P(FastGemm, BatchInvariant) {
-  for (WeightFormat f :
-       {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32})
+  for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16,
+                         WeightFormat::kF32, WeightFormat::kFP8W})
     expect_batch_invariant(*GetParam(), f, 118, 12);
 }
 

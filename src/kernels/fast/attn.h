@@ -51,7 +51,7 @@ inline void decode_fp8_row(const KeyRow& r, int hd, float* out) {
 }
 
 // A compressed row (packed E2M1 + E4M3 / 16) -> exact fp32 values in element order: each nibble
-// looks up the high byte of its value's fp16 (V8::dec_e2m1's table); even and odd elements are
+// looks up the high byte of its value's fp16; even and odd elements are
 // interleaved back before the fp16 conversion.
 inline void decode_fp4_row(const KeyRow& r, int hd, float* out) {
   const __m128i lut =

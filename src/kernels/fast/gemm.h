@@ -118,22 +118,32 @@ struct Fp4Rows {
   static int act_floats(int K) { return (K + 63) / 64 * 64; }
   static int panel_len(int K) { return act_floats(K); }
   static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
-    const int nb = K / 32, b = 2 * u;
-    const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
-    const bool pair = b + 1 < nb;
-    V::dec_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, kE2m1.t[sc[0]],
-                     kE2m1.t[pair ? sc[1] : 0], out);
+    const Src c(w, ws, K, n, u);
+    V::dec_e2m1_pair(c.p, c.pair, c.t0, c.t1, out);
   }
   // acc[0..1] + unit u of row n . x[0, 64), the even vectors to acc[0], the odd to acc[1]
   static void fma_unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, const float* x,
                        typename V::F* acc) {
-    const int nb = K / 32, b = 2 * u;
-    const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
-    const bool pair = b + 1 < nb;
-    V::fma_e2m1_pair(w + size_t(n) * size_t(K / 2) + size_t(u) * 32, pair, kE2m1.t[sc[0]],
-                     kE2m1.t[pair ? sc[1] : 0], x, acc);
+    const Src c(w, ws, K, n, u);
+    V::fma_e2m1_pair(c.p, c.pair, c.t0, c.t1, x, acc);
   }
+
+ private:
+  // unit u of row n: its bytes, whether its second block exists, the blocks' scaled tables
+  struct Src {
+    const uint8_t *p, *t0, *t1;
+    bool pair;
+    Src(const uint8_t* w, const uint8_t* ws, int K, int n, int u) {
+      const int nb = K / 32, b = 2 * u;
+      const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
+      pair = b + 1 < nb;
+      p = w + size_t(n) * size_t(K / 2) + size_t(u) * 32;
+      t0 = kE2m1.t[sc[0]];
+      t1 = kE2m1.t[pair ? sc[1] : 0];
+    }
+  };
 };
+
 // kFP8W: FP8 storage in a bf16-weight product (no act_quant): Fp8Rows' exact decode, plain
 // activation rows. (Exact w * s equals the reference's bf16 copy for any scale above 2^-124.)
 template <class V>
@@ -518,7 +528,7 @@ GemmKernels fp4_family() {
 }
 template <class V>
 GemmKernels bf16_family() {
-  return {act_floats_same, prepare_bf16<V>, gemm<V, Bf16Rows<V>, false>, 4};
+  return {Bf16Rows<V>::act_floats, prepare_bf16<V>, gemm<V, Bf16Rows<V>, false>, 4};
 }
 // The fp32-weight family is mHC's hc_fn x stream product (24 outputs per row): tiny next to the
 // other GEMMs, and the one whose rounding the model is most sensitive to (canonical-arithmetic
@@ -550,7 +560,7 @@ void gemm_f32_exact(const float* act, int M, int K, const uint8_t* wb, const uin
 }
 template <class V>
 GemmKernels fp8w_family() {
-  return {act_floats_same, prepare_fp8w<V>, gemm<V, Fp8WRows<V>, false>, 4};
+  return {Fp8WRows<V>::act_floats, prepare_fp8w<V>, gemm<V, Fp8WRows<V>, false>, 4};
 }
 GemmKernels f32_family() { return {act_floats_same, prepare_f32, gemm_f32_exact, 4}; }
 

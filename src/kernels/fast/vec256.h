@@ -7,10 +7,10 @@
 // for a wider ISA can be linked into code that runs on a narrower CPU. For the same reason these
 // headers include no header with external inline functions (only intrinsics and <cstdint>).
 //
-// The weight decoders turn one 32-element K block of a stored row into exact fp32 values, in a
-// lane order of their own choosing (whatever the cheapest shuffles give). The fast GEMM families
-// learn that order by decoding synthetic blocks (fast/gemm.h block_order) and store activation
-// rows in it, so the order is never written down twice.
+// The weight decoders turn one unit of a stored row (a 32-element K block; two for FP4) into
+// exact fp32 values, in a lane order of their own choosing (whatever the cheapest shuffles give).
+// The fast GEMM families learn that order by decoding synthetic blocks (fast/gemm.h block_order)
+// and store activation rows in it, so the order is never written down twice.
 #pragma once
 
 #include <immintrin.h>
@@ -132,22 +132,6 @@ struct V8 {
     }
   }
 
-  // 16 bytes of packed E2M1 (32 elements, element 2j in the low nibble of byte j) -> the E2M1
-  // values (exact): each nibble looks up the high byte of its value's fp16 (the low byte is 0).
-  static void dec_e2m1(const uint8_t* p, F* out) {
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i nib = _mm_set1_epi8(0x0F), z = _mm_setzero_si128();
-    const __m128i lut =
-        _mm_setr_epi8(0x00, 0x38, 0x3C, 0x3E, 0x40, 0x42, 0x44, 0x46, char(0x80), char(0xB8),
-                      char(0xBC), char(0xBE), char(0xC0), char(0xC2), char(0xC4), char(0xC6));
-    const __m128i ev = _mm_shuffle_epi8(lut, _mm_and_si128(b, nib));
-    const __m128i od = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(b, 4), nib));
-    out[0] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, ev));
-    out[1] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, ev));
-    out[2] = _mm256_cvtph_ps(_mm_unpacklo_epi8(z, od));
-    out[3] = _mm256_cvtph_ps(_mm_unpackhi_epi8(z, od));
-  }
-
   // 32 bf16 -> fp32: the even element of each 32-bit pair shifted up, the odd one masked.
   static void dec_bf16(const uint16_t* p, F* out) {
     const __m256i hi_mask = _mm256_set1_epi32(int32_t(0xFFFF0000u));
@@ -157,10 +141,6 @@ struct V8 {
     out[1] = _mm256_castsi256_ps(_mm256_and_si256(a, hi_mask));
     out[2] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
     out[3] = _mm256_castsi256_ps(_mm256_and_si256(b, hi_mask));
-  }
-
-  static void dec_f32(const float* p, F* out) {
-    for (int j = 0; j < kBlockVecs; ++j) out[j] = load(p + j * N);
   }
 };
 

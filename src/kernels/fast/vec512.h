@@ -48,11 +48,6 @@ struct V16 {
     out[0] = join(h[0], h[1]);
     out[1] = join(h[2], h[3]);
   }
-  static void dec_e4m3(const uint8_t* p, F* out) {
-    __m256 h[4];
-    V8::dec_e4m3(p, h);
-    join_block(h, out);
-  }
   static void dec_e4m3_bits(const uint8_t* p, F* out) {
     __m256 h[4];
     V8::dec_e4m3_bits(p, h);
@@ -70,19 +65,10 @@ struct V16 {
     dec_e2m1_pair(p, pair, t0, t1, w);
     for (int j = 0; j < 4; ++j) acc[j % 2] = fma(load(x + 16 * j), w[j], acc[j % 2]);
   }
-  static void dec_e2m1(const uint8_t* p, F* out) {
-    __m256 h[4];
-    V8::dec_e2m1(p, h);
-    join_block(h, out);
-  }
   static void dec_bf16(const uint16_t* p, F* out) {
     __m256 h[4];
     V8::dec_bf16(p, h);
     join_block(h, out);
-  }
-  static void dec_f32(const float* p, F* out) {
-    out[0] = load(p);
-    out[1] = load(p + 16);
   }
 };
 

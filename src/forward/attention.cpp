@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scratch.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 #include "numerics/fp8.h"
@@ -42,21 +43,21 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   const float eps = float(cfg_.rms_norm_eps);
 
   // every row's segment and absolute position; rotary angles of those positions
-  std::vector<int> seg_of(static_cast<size_t>(n));
-  std::vector<int64_t> pos_of(static_cast<size_t>(n));
+  Scratch<int> seg_of(static_cast<size_t>(n));
+  Scratch<int64_t> pos_of(static_cast<size_t>(n));
   for (size_t g = 0; g < segs.size(); ++g)
     for (int i = 0; i < segs[g].fp->n; ++i) {
       seg_of[size_t(segs[g].row0 + i)] = int(g);
       pos_of[size_t(segs[g].row0 + i)] = segs[g].fp->p0 + i;
     }
-  std::vector<float> cs(size_t(n) * size_t(rd / 2)), sn(cs.size());
+  Scratch<float> cs(size_t(n) * size_t(rd / 2)), sn(cs.size());
   for (int i = 0; i < n; ++i)
     rope_.angles(pos_of[size_t(i)], cs.data() + size_t(i) * (rd / 2),
                  sn.data() + size_t(i) * (rd / 2));
 
   // qa = wq_a(x) and the window kv = wkv(x): one prepared copy of x, one parallel region
-  std::vector<float> qa(size_t(n) * size_t(ql)), qr(qa.size());
-  std::vector<float> kvr(size_t(n) * size_t(hd)), win(kvr.size());
+  Scratch<float> qa(size_t(n) * size_t(ql)), qr(qa.size());
+  Scratch<float> kvr(size_t(n) * size_t(hd)), win(kvr.size());
   PreparedRows xp, xk;
   prepare_rows(ctx, w_.wq_a.format(), x, n, D, xp);
   if (w_.wkv.format() != xp.format) prepare_rows(ctx, w_.wkv.format(), x, n, D, xk);
@@ -66,10 +67,10 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   // qr = q_norm(qa); q = wq_b(qr) per head, RoPE on the last rd channels (below)
   for (int i = 0; i < n; ++i)
     ctx.k.rms_norm(qa.data() + size_t(i) * ql, ql, w_.q_norm, eps, qr.data() + size_t(i) * ql);
-  std::vector<float> q(size_t(n) * size_t(H) * size_t(hd));
+  Scratch<float> q(size_t(n) * size_t(H) * size_t(hd));
   linear(ctx, w_.wq_b, qr.data(), n, q.data());
   // window kv = act_quant(RoPE(kv_norm(wkv(x)))): kept as codes (for the ring) and values
-  std::vector<uint8_t> wcodes(size_t(n) * size_t(hd)), wscales(size_t(n) * size_t(hd / 32));
+  Scratch<uint8_t> wcodes(size_t(n) * size_t(hd)), wscales(size_t(n) * size_t(hd / 32));
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const float* c = cs.data() + i * (rd / 2);
@@ -92,11 +93,11 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
     const std::vector<std::vector<int32_t>>* sel = nullptr;
     const CompressedKv* ccache = nullptr;
   };
-  std::vector<PerSeq> ps(segs.size());
+  Scratch<PerSeq> ps(segs.size());
   // the row-wise halves of the compressor and the indexer over all rows that need them at once
   // (the compressor's: the rows of the sequences that append here, gathered when not all do)
   CompressorInput cin;
-  std::vector<int> cin_row(segs.size(), -1);
+  Scratch<int> cin_row(segs.size(), -1);
   if (compressor_) {
     int m = 0;
     for (size_t g = 0; g < segs.size(); ++g)
@@ -107,7 +108,7 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
     if (m == n) {
       compressor_->project(ctx, x, n, cin);
     } else if (m > 0) {
-      std::vector<float> xs(size_t(m) * size_t(D));
+      Scratch<float> xs(size_t(m) * size_t(D));
       for (size_t g = 0; g < segs.size(); ++g)
         if (cin_row[g] >= 0)
           std::copy_n(x + size_t(segs[g].row0) * D, size_t(segs[g].fp->n) * D,
@@ -141,15 +142,15 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   // sparse attention per query over the compact list, read packed: window rows oldest first
   // (ring rows before the chunk, the chunk's own rows from this call), then the selected
   // compressed rows in ascending row order
-  std::vector<float> o(size_t(n) * size_t(H) * size_t(hd));
+  Scratch<float> o(size_t(n) * size_t(H) * size_t(hd));
   // work items: (query, group of heads); a decode step (fewer queries than threads) splits its
   // heads across the threads (heads are independent, so the results do not change)
   const int hsplit = std::min(H, n < ctx.pool.size() ? ctx.pool.size() : 1);
   const int hper = (H + hsplit - 1) / hsplit;
   const size_t scratch_floats = ctx.k.sparse_attn_scratch(hper, hd);
   ctx.pool.parallel_for(int64_t(n) * hsplit, [&](int64_t a0, int64_t a1) {
-    std::vector<KeyRow> win_keys, comp_keys;
-    std::vector<float> scratch(scratch_floats);
+    Scratch<KeyRow> win_keys, comp_keys;
+    Scratch<float> scratch(scratch_floats);
     for (int64_t a = a0; a < a1; ++a) {
       const int64_t i = a / hsplit;
       const int h0 = int(a % hsplit) * hper, h1 = std::min(H, h0 + hper);
@@ -190,25 +191,26 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
 
   // grouped low-rank output: u[g, r] = bf16(o[g] . wo_a[g*R + r]) (bf16 weights), then wo_b
   const int G = cfg_.o_groups, R = cfg_.o_lora_rank, gw = H * hd / G;
-  std::vector<float> u(size_t(n) * size_t(G) * size_t(R));
+  Scratch<float> u(size_t(n) * size_t(G) * size_t(R));
   {
     // o as [n * G, gw] rows (query i, group g at row i * G + g), prepared once; group g's rows
     // against that group's weight, every group in one parallel region
-    PreparedRows op;
+    // (gathered group-major: group g's rows are [g * n, (g + 1) * n))
+    PreparedRows op, og;
     prepare_rows(ctx, w_.wo_a.format(), o.data(), n * G, gw, op);
-    std::vector<PreparedRows> og(static_cast<size_t>(G));
-    std::vector<std::vector<float>> ug(size_t(G), std::vector<float>(size_t(n) * R));
-    std::vector<GemmTask> tasks;
-    std::vector<int> rows(static_cast<size_t>(n));
-    for (int g = 0; g < G; ++g) {
-      for (int i = 0; i < n; ++i) rows[size_t(i)] = i * G + g;
-      gather_rows(op, rows.data(), n, og[size_t(g)]);
-      tasks.push_back({&wo_a_[size_t(g)], &og[size_t(g)], ug[size_t(g)].data(), LinearOut::kBf16});
-    }
+    Scratch<int> rows(size_t(n) * size_t(G));
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < n; ++i) rows[size_t(g) * n + i] = i * G + g;
+    gather_rows(op, rows.data(), n * G, og);
+    Scratch<float> ug(size_t(G) * size_t(n) * size_t(R));
+    Scratch<GemmTask> tasks;
+    for (int g = 0; g < G; ++g)
+      tasks.push_back(
+          {&wo_a_[size_t(g)], &og, ug.data() + size_t(g) * n * R, LinearOut::kBf16, g * n, n});
     linear_group(ctx, tasks);
     for (int g = 0; g < G; ++g)
       for (int i = 0; i < n; ++i)
-        std::copy_n(ug[size_t(g)].data() + size_t(i) * R, R, u.data() + (size_t(i) * G + g) * R);
+        std::copy_n(ug.data() + (size_t(g) * n + i) * R, R, u.data() + (size_t(i) * G + g) * R);
   }
   linear(ctx, w_.wo_b, u.data(), n, out);
 

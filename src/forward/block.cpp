@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scratch.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 
@@ -11,7 +12,7 @@ namespace cedar {
 void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, const HcSite& site,
               float* pre, float* post, float* comb) {
   const int hc = cfg.hc_mult, K = hc * cfg.hidden_size, mix = (2 + hc) * hc;
-  std::vector<float> m(size_t(n) * size_t(mix));
+  Scratch<float> m(size_t(n) * size_t(mix));
   linear(ctx, site.fn, h, n, m.data(), LinearOut::kF32);  // fp32 weight: exact products, exact sum
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
@@ -59,9 +60,9 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Se
   const int n = segs.back().row0 + segs.back().fp->n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const float eps = float(cfg_.rms_norm_eps);
   const size_t HD = size_t(hc) * D;
-  std::vector<float> pa(size_t(n) * hc), qa(size_t(n) * hc), Ca(size_t(n) * hc * hc);
-  std::vector<float> x(size_t(n) * D), xn(size_t(n) * D), y(size_t(n) * D);
-  std::vector<float> h1(size_t(n) * HD);
+  Scratch<float> pa(size_t(n) * hc), qa(size_t(n) * hc), Ca(size_t(n) * hc * hc);
+  Scratch<float> x(size_t(n) * D), xn(size_t(n) * D), y(size_t(n) * D);
+  Scratch<float> h1(size_t(n) * HD);
   // attention site: coefficients from the block input, input collapsed with the previous pre-mix
   hc_mixes(ctx, cfg_, h, n, hc_attn_, pa.data(), qa.data(), Ca.data());
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
@@ -71,7 +72,7 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Se
     }
   });
   attn_.forward(ctx, xn.data(), segs, y.data());
-  std::vector<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
+  Scratch<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       ctx.k.hc_post(y.data() + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc,
@@ -113,7 +114,7 @@ void Block::project_global(const Ctx& ctx, const float* h, const float* pre_mix,
     const int n = sg.fp->n;
     const float* hs = h + size_t(sg.row0) * HD;
     const float* ps = pre_mix + size_t(sg.row0) * hc;
-    std::vector<float> x(size_t(n) * D), xn(size_t(n) * D);
+    Scratch<float> x(size_t(n) * D), xn(size_t(n) * D);
     ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         ctx.k.hc_pre(hs + i * HD, ps + i * hc, hc, D, x.data() + i * D);

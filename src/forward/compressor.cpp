@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scratch.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 
@@ -46,7 +47,7 @@ void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int 
     throw std::runtime_error("layer " + std::to_string(layer_) +
                              ": compressor state does not match position " + std::to_string(p0));
   // Latents (bf16, normalised, pre-RoPE) of the groups that complete in this chunk.
-  std::vector<float> lat;
+  Scratch<float> lat;
   int n_new = 0;
   const int64_t j0 = cache.n_rows;
   if (r == 1) {
@@ -69,8 +70,8 @@ void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int 
     n_new = total / r;
     lat.resize(size_t(n_new) * size_t(hd));
     ctx.pool.parallel_for(n_new, [&](int64_t g0, int64_t g1) {
-      std::vector<float> pooled(static_cast<size_t>(hd));
-      std::vector<float> e(static_cast<size_t>(r));
+      Scratch<float> pooled(static_cast<size_t>(hd));
+      Scratch<float> e(static_cast<size_t>(r));
       for (int64_t g = g0; g < g1; ++g) {
         for (int c = 0; c < hd; ++c) {
           // channel-wise softmax over the group's tokens (torch: exp(z - max) / sum)
@@ -95,7 +96,7 @@ void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int 
     });
     // park the tokens of the group still open after this chunk
     const int rem = total % r;
-    std::vector<float> tk(size_t(rem) * size_t(hd)), tz(size_t(rem) * size_t(hd));
+    Scratch<float> tk(size_t(rem) * size_t(hd)), tz(size_t(rem) * size_t(hd));
     for (int t = 0; t < rem; ++t) {
       std::copy_n(krow(n_new * r + t), hd, tk.data() + size_t(t) * hd);
       std::copy_n(zrow(n_new * r + t), hd, tz.data() + size_t(t) * hd);
@@ -109,14 +110,14 @@ void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int 
   }
   if (n_new == 0) return;
   // index keys from the pre-RoPE latent: k_norm(wk(lat)), RoPE at j*r, FP4 (UE8M0 / 32)
-  std::vector<float> ik(size_t(n_new) * size_t(ihd)), ikn(ik.size());
+  Scratch<float> ik(size_t(n_new) * size_t(ihd)), ikn(ik.size());
   linear(ctx, w_.idx_wk, lat.data(), n_new, ik.data(), LinearOut::kBf16);
-  std::vector<uint8_t> ik_packed(size_t(n_new) * size_t(ihd / 2));
-  std::vector<uint8_t> ik_sc(size_t(n_new) * size_t(ihd / 32));
-  std::vector<uint8_t> kv_packed(size_t(n_new) * size_t(hd / 2));
-  std::vector<uint8_t> kv_sc(size_t(n_new) * size_t(hd / 16));
+  Scratch<uint8_t> ik_packed(size_t(n_new) * size_t(ihd / 2));
+  Scratch<uint8_t> ik_sc(size_t(n_new) * size_t(ihd / 32));
+  Scratch<uint8_t> kv_packed(size_t(n_new) * size_t(hd / 2));
+  Scratch<uint8_t> kv_sc(size_t(n_new) * size_t(hd / 16));
   ctx.pool.parallel_for(n_new, [&](int64_t g0, int64_t g1) {
-    std::vector<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2));
+    Scratch<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2));
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t pos = (j0 + g) * r;  // a latent stands for the first token of its group
       rope_.angles(pos, cs.data(), sn.data());

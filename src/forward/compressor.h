@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "base/scratch.h"
 #include "forward/linear.h"
 #include "forward/rope.h"
 #include "model/config.h"
@@ -19,7 +20,7 @@ namespace cedar {
 // together): k = wkv(x) [n, head_dim] (bf16 values for ratio 1, fp32 for ratio 2) and, for
 // ratio 2, the fp32 gate logits z = wgate(x).
 struct CompressorInput {
-  std::vector<float> k, z;
+  Scratch<float> k, z;
 };
 
 class Compressor {

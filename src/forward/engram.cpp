@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/scratch.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 #include "numerics/fp8.h"
@@ -22,7 +23,7 @@ Engram::Engram(const ModelConfig& cfg, int layer, const LayerWeights& w, const E
 void Engram::hash_rows(const int32_t* mapped, int hist, int n, int64_t p0, int32_t pad_id,
                        int64_t* rows) const {
   const int S = layout_.max_ngram_size, nc = layout_.n_cols();
-  std::vector<int64_t> ids(static_cast<size_t>(S));
+  Scratch<int64_t> ids(static_cast<size_t>(S));
   for (int i = 0; i < n; ++i) {
     const int64_t p = p0 + i;
     bool blocked = false;
@@ -41,7 +42,7 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows) const
   const int nc = layout_.n_cols(), width = nc * ehd;
   const float eps = float(cfg_.rms_norm_eps);
   // gather and dequantize the rows (exact in bf16), concatenated in (order, head) order
-  std::vector<float> E(size_t(n) * size_t(width));
+  Scratch<float> E(size_t(n) * size_t(width));
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < nc; ++c) {
       const int64_t row = rows[size_t(i) * nc + c];
@@ -52,7 +53,7 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows) const
       float* out = E.data() + size_t(i) * width + size_t(c) * ehd;
       for (int d = 0; d < ehd; ++d) out[d] = fmath::e4m3(v[d]) * fmath::ue8m0(s[d / 32]);
     }
-  std::vector<float> kv(size_t(n) * size_t(D) * size_t(hc + 1));
+  Scratch<float> kv(size_t(n) * size_t(D) * size_t(hc + 1));
   linear(ctx, w_.engram_wkv, E.data(), n, kv.data());
   // the Python scalar dim**-0.5, rounded to fp32 by torch
   const float dscale = float(std::pow(double(D), -0.5));

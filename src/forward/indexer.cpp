@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/scratch.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 #include "numerics/fp4.h"
@@ -29,7 +30,7 @@ Indexer::Indexer(const ModelConfig& cfg, int layer, const LayerWeights& w, const
     : cfg_(cfg), plan_(cfg.plan(layer)), w_(w), rope_(rope) {}
 
 void Indexer::forward(const Ctx& ctx, const float* x, const float* qr, ForwardPass& fp) const {
-  std::vector<int64_t> pos(static_cast<size_t>(fp.n));
+  Scratch<int64_t> pos(static_cast<size_t>(fp.n));
   for (int i = 0; i < fp.n; ++i) pos[size_t(i)] = fp.p0 + i;
   IndexQueries q;
   project(ctx, x, qr, fp.n, pos.data(), q);
@@ -41,15 +42,15 @@ void Indexer::project(const Ctx& ctx, const float* x, const float* qr, int n, co
   const int IH = cfg_.index_n_heads, ihd = cfg_.index_head_dim;
   const int rd = cfg_.qk_rope_head_dim, nb32 = ihd / 32;
   // queries: wq_b(qr) per head, RoPE at the query position, FP4 (UE8M0 / 32)
-  std::vector<float> q(size_t(n) * size_t(IH) * size_t(ihd));
+  Scratch<float> q(size_t(n) * size_t(IH) * size_t(ihd));
   linear(ctx, w_.idx_wq_b, qr, n, q.data());
   out.qc.assign(q.size(), 0);
   out.qe.assign(size_t(n) * size_t(IH) * size_t(nb32), 0);
   int8_t* qc = out.qc.data();
   uint8_t* qe = out.qe.data();
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    std::vector<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2));
-    std::vector<uint8_t> packed(static_cast<size_t>(ihd / 2)), sc(static_cast<size_t>(nb32));
+    Scratch<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2));
+    Scratch<uint8_t> packed(static_cast<size_t>(ihd / 2)), sc(static_cast<size_t>(nb32));
     for (int64_t i = i0; i < i1; ++i) {
       rope_.angles(pos[i], cs.data(), sn.data());
       for (int h = 0; h < IH; ++h) {
@@ -77,20 +78,25 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
   const uint8_t* qe = iq.qe.data() + size_t(row0) * IH * nb32;
   const float* wts = iq.wts.data() + size_t(row0) * IH;
 
+  // the lists keep their capacity from step to step (no allocation in a decode step)
   auto& out = fp.topk[size_t(plan_.layer)];
-  out.assign(size_t(n), {});
+  out.resize(size_t(n));
+  for (auto& o : out) o.clear();
   if (fp.keep_scores) {
     fp.scores.resize(size_t(cfg_.num_hidden_layers));
     fp.scores[size_t(plan_.layer)].assign(size_t(n), {});
   }
-  if (plan_.is_candidate_source) fp.candidates.assign(size_t(n), {});
+  if (plan_.is_candidate_source) {
+    fp.candidates.resize(size_t(n));
+    for (auto& c : fp.candidates) c.clear();
+  }
   const int B = cfg_.candidate_block_size;
   const bool split_rows = n < ctx.pool.size();
   auto queries = [&](int64_t i0, int64_t i1) {
-    std::vector<float> score;
-    std::vector<float> bs;
-    std::vector<int> sel;
-    std::vector<int32_t> pool;
+    Scratch<float> score;
+    Scratch<float> bs;
+    Scratch<int> sel;
+    Scratch<int32_t> pool;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t p = fp.p0 + i;
       const int64_t n_vis = (p + 1) / r;
@@ -107,7 +113,7 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
             for (int64_t t = int64_t(b) * B; t < std::min<int64_t>(n_vis, int64_t(b + 1) * B); ++t)
               pool.push_back(int32_t(t));
         score.assign(size_t(n_vis), -INFINITY);
-        std::vector<float> ps(pool.size());
+        Scratch<float> ps(pool.size());
         ctx.k.index_scores(qi, qei, wi, IH, ihd, cache.ik_fp4.data(), cache.ik_scale.data(),
                            pool.data(), int64_t(pool.size()), ps.data());
         for (size_t j = 0; j < pool.size(); ++j) score[size_t(pool[j])] = ps[j];
@@ -138,7 +144,8 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
         for (int b : sel)
           if (bs[size_t(b)] > -INFINITY) mask[size_t(b)] = 1;
       }
-      if (fp.keep_scores) fp.scores[size_t(plan_.layer)][size_t(i)] = score;
+      if (fp.keep_scores)
+        fp.scores[size_t(plan_.layer)][size_t(i)].assign(score.begin(), score.end());
       const int k = int(std::min<int64_t>(cfg_.index_topk, n_vis));
       sel.resize(size_t(k));
       ctx.k.topk(score.data(), int(n_vis), k, sel.data());
@@ -150,7 +157,7 @@ void Indexer::select(const Ctx& ctx, const IndexQueries& iq, int row0, ForwardPa
   else
     ctx.pool.parallel_for(n, queries);
   if (fp.dump && fp.dump->active()) {
-    std::vector<int32_t> flat(size_t(n) * size_t(cfg_.index_topk), -1);
+    Scratch<int32_t> flat(size_t(n) * size_t(cfg_.index_topk), -1);
     for (int i = 0; i < n; ++i)
       std::copy(out[size_t(i)].begin(), out[size_t(i)].end(),
                 flat.begin() + size_t(i) * size_t(cfg_.index_topk));

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "base/scratch.h"
 #include "forward/forward_pass.h"
 #include "forward/linear.h"
 #include "forward/rope.h"
@@ -16,9 +17,9 @@ namespace cedar {
 // The index queries of a run of rows: FP4 codes (as small integers) and scale codes per head,
 // and the per-head weights. Row-wise, so a batch's rows are projected together.
 struct IndexQueries {
-  std::vector<int8_t> qc;   // [n, IH, ihd]
-  std::vector<uint8_t> qe;  // [n, IH, ihd/32] UE8M0 codes
-  std::vector<float> wts;   // [n, IH]
+  Scratch<int8_t> qc;   // [n, IH, ihd]
+  Scratch<uint8_t> qe;  // [n, IH, ihd/32] UE8M0 codes
+  Scratch<float> wts;   // [n, IH]
 };
 
 class Indexer {

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "base/scratch.h"
 #include "kernels/ref/ref.h"
 #include "numerics/bf16.h"
 
@@ -60,7 +61,7 @@ void run_tile(const GemmTask& t, const Tile& tl) {
   const Linear& W = *t.W;
   const int N = W.out;
   float* yo = t.y + size_t(tl.m0) * N + tl.n0;
-  t.act->family->gemm(t.act->row(tl.m0), tl.mb, W.in, W.w, W.scale, tl.n0, tl.n1, yo, N);
+  t.act->family->gemm(t.act->row(t.row0 + tl.m0), tl.mb, W.in, W.w, W.scale, tl.n0, tl.n1, yo, N);
   if ((W.kind == Linear::Kind::BF16 || W.kind == Linear::Kind::FP8W) && t.out == LinearOut::kBf16)
     for (int m = 0; m < tl.mb; ++m)
       for (int n = 0; n < tl.n1 - tl.n0; ++n)
@@ -79,14 +80,16 @@ void linear_group(const Ctx& ctx, std::span<const GemmTask> tasks) {
     const Linear& W = *t.W;
     if (t.act->format != W.format() || t.act->K != W.in)
       throw std::runtime_error(W.name + ": activations prepared for another format or width");
-    macs += int64_t(t.act->rows) * W.out * W.in;
+    if (t.row0 < 0 || t.n_rows() < 0 || t.row0 + t.n_rows() > t.act->rows)
+      throw std::runtime_error(W.name + ": task rows outside the prepared rows");
+    macs += int64_t(t.n_rows()) * W.out * W.in;
   }
   if (macs == 0) return;
   const int parts = 4 * ctx.pool.size();
-  std::vector<Tile> tiles;
+  Scratch<Tile> tiles;
   for (size_t i = 0; i < tasks.size(); ++i) {
     const GemmTask& t = tasks[i];
-    const int M = t.act->rows, N = t.W->out;
+    const int M = t.n_rows(), N = t.W->out;
     if (M <= 0 || N <= 0) continue;
     const int64_t share = (int64_t(M) * N * t.W->in * parts + macs - 1) / macs;  // its parts
     const int mblk = (M + kMBlock - 1) / kMBlock;

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "base/scratch.h"
 #include "base/thread_pool.h"
 #include "forward/weights.h"
 #include "kernels/kernel_table.h"
@@ -39,7 +40,7 @@ struct PreparedRows {
   const GemmKernels* family = nullptr;
   WeightFormat format = WeightFormat::kBF16;
   int K = 0, stride = 0, rows = 0;  // stride: floats per prepared row
-  std::vector<float> data;
+  Scratch<float> data;
   const float* row(int m) const { return data.data() + size_t(m) * size_t(stride); }
 };
 void prepare_rows(const Ctx& ctx, WeightFormat f, const float* x, int M, int K, PreparedRows& out);
@@ -56,8 +57,11 @@ void linear(const Ctx& ctx, const Linear& W, const PreparedRows& act, float* y,
 struct GemmTask {
   const Linear* W = nullptr;
   const PreparedRows* act = nullptr;
-  float* y = nullptr;
+  float* y = nullptr;  // [rows, W.out]
   LinearOut out = LinearOut::kBf16;
+  int row0 = 0;   // the task's rows of act: [row0, row0 + rows)
+  int rows = -1;  // -1: to the end of act
+  int n_rows() const { return rows < 0 ? act->rows - row0 : rows; }
 };
 void linear_group(const Ctx& ctx, std::span<const GemmTask> tasks);
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <vector>
 
+#include "base/scratch.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 
@@ -13,12 +14,12 @@ MoE::MoE(const ModelConfig& cfg, int, const LayerWeights& w) : cfg_(cfg), w_(w) 
 
 void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const {
   const int E = cfg_.n_routed_experts, K = cfg_.num_experts_per_tok;
-  std::vector<float> logit(size_t(n) * size_t(E));
+  Scratch<float> logit(size_t(n) * size_t(E));
   linear(ctx, w_.gate, x, n, logit.data(), LinearOut::kF32);  // fp32 router
   const float temp = float(cfg_.gate_temp);
   const float route_scale = float(cfg_.routed_scaling_factor);
   for (int i = 0; i < n; ++i) {
-    std::vector<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+    Scratch<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) {
       float lg = logit[size_t(i) * E + e];
       if (temp != 1.0f) lg = lg / temp;
@@ -50,21 +51,22 @@ int64_t routed_expert_runs() { return g_routed_runs.load(std::memory_order_relax
 void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   const int D = cfg_.hidden_size, E = cfg_.n_routed_experts, K = cfg_.num_experts_per_tok;
   const int I = cfg_.moe_intermediate_size;
-  std::vector<int> idx(size_t(n) * size_t(K));
-  std::vector<float> wt(idx.size());
+  Scratch<int> idx(size_t(n) * size_t(K));
+  Scratch<float> wt(idx.size());
   gate(ctx, x, n, idx.data(), wt.data());
 
   // The experts that received rows (ascending index), then the shared expert last, each with
   // its rows, routing weights and buffers.
   struct Job {
     const ExpertWeights* w = nullptr;
-    std::vector<int> rows;  // empty for the shared expert: all rows
-    std::vector<float> weight;
+    Scratch<int> rows;  // empty for the shared expert: all rows
+    Scratch<float> weight;
     PreparedRows x, a;
-    std::vector<float> g, u, y;
+    Scratch<float> g, u, y;
     int m = 0;
   };
   std::vector<Job> jobs;
+  jobs.reserve(size_t(std::min(E, n * K)) + 1);
   for (int e = 0; e < E; ++e) {
     Job j;
     for (int i = 0; i < n; ++i)
@@ -93,7 +95,7 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   for (Job& j : jobs)
     if (!j.rows.empty()) gather_rows(prepared(j.w->w1.format()), j.rows.data(), j.m, j.x);
   // gate and up projections of every expert in one parallel region (w1 and w3 read one copy)
-  std::vector<GemmTask> tasks;
+  Scratch<GemmTask> tasks;
   for (Job& j : jobs) {
     const PreparedRows& xj = j.rows.empty() ? prepared(j.w->w1.format()) : j.x;
     j.g.resize(size_t(j.m) * I);
@@ -121,7 +123,7 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
 
   // routed outputs in ascending expert index (the reference's y[idx] += expert(...)), then the
   // shared expert, in fp32
-  std::vector<float> acc(size_t(n) * size_t(D), 0.0f);
+  Scratch<float> acc(size_t(n) * size_t(D), 0.0f);
   for (size_t k = 0; k + 1 < jobs.size(); ++k) {
     const Job& j = jobs[k];
     for (int r = 0; r < j.m; ++r) {
@@ -130,7 +132,7 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
       for (int d = 0; d < D; ++d) a[d] = a[d] + y[d];
     }
   }
-  const std::vector<float>& ys = jobs.back().y;
+  const Scratch<float>& ys = jobs.back().y;
   for (size_t i = 0; i < acc.size(); ++i) out[i] = round_bf16(acc[i] + ys[i]);
 }
 

@@ -1,8 +1,9 @@
-// The fast row kernels of the block: RMSNorm, mHC hc_pre / hc_post and the SwiGLU activation, on
-// eight fp32 lanes. The reference sums in double: hc_pre and hc_post keep that (each output sums
-// hc fp32 products in double lanes in the reference's order, so they are bit-exact), RMSNorm sums
-// its squares in four double lanes (a different order of nearly exact sums: the mean rounds to
-// the same fp32 value but for ~1e-8 of rows). SwiGLU's silu uses the vector exp (~2 ulps).
+// The fast row kernels of the block: RMSNorm, RoPE, mHC hc_pre / hc_post and the SwiGLU
+// activation, on eight fp32 lanes. The reference sums in double: hc_pre and hc_post keep that (each
+// output sums hc fp32 products in double lanes in the reference's order, so they are bit-exact),
+// RMSNorm sums its squares in four double lanes (a different order of nearly exact sums: the mean
+// rounds to the same fp32 value but for ~1e-8 of rows). SwiGLU's silu uses the vector exp (~2
+// ulps).
 #pragma once
 
 #include <immintrin.h>
@@ -107,6 +108,34 @@ void hc_post(const float* y, const float* h, const float* post, const float* com
       for (int i = 0; i < hc; ++i) s += double(comb[i * hc + j] * h[size_t(i) * D + d]);
       o[d] = bf16_round1(post[j] * y[d] + (float(s) + 0.0f));
     }
+  }
+}
+
+// ref: model.py apply_rotary_emb (kernels/ref rope): each pair (x0, x1) becomes
+// (x0 c - x1 s, x0 s + x1 c), rounded to bf16. Four pairs per vector with the reference's fp32
+// products and sums and no fused multiply-add (x1 * -s is -(x1 * s) exactly, and a - b = a + -b),
+// so the result is bit-exact.
+void rope(float* x, int rd, const float* cos, const float* sin, bool inverse) {
+  const int pairs = rd / 2;
+  const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+  // the sign of s in each lane: -s on the even (x0) outputs, +s on the odd; swapped for inverse
+  const __m256 sgn = inverse ? _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1)
+                             : _mm256_setr_ps(-1, 1, -1, 1, -1, 1, -1, 1);
+  int k = 0;
+  for (; k + 4 <= pairs; k += 4) {
+    const __m256 v = _mm256_loadu_ps(x + 2 * k);
+    const __m256 sw = _mm256_permute_ps(v, 0xB1);  // (x1, x0) in each pair
+    const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cos + k)), dup);
+    const __m256 s = _mm256_mul_ps(
+        _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sin + k)), dup), sgn);
+    _mm256_storeu_ps(x + 2 * k,
+                     bf16_round8(_mm256_add_ps(_mm256_mul_ps(v, c), _mm256_mul_ps(sw, s))));
+  }
+  for (; k < pairs; ++k) {
+    const float c = cos[k], s = inverse ? -sin[k] : sin[k];
+    const float x0 = x[2 * k], x1 = x[2 * k + 1];
+    x[2 * k] = bf16_round1(x0 * c - x1 * s);
+    x[2 * k + 1] = bf16_round1(x0 * s + x1 * c);
   }
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/scratch.h"
 #include "base/thread_pool.h"
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
@@ -196,6 +197,28 @@ TEST_F(TinyModel, CliErrors) {
             true);
   const auto text = slurp(msg);
   EXPECT_NE(std::string(text.begin(), text.end()).find("129280"), std::string::npos);
+}
+
+// The per-forward workspace (base/scratch.h): once a decode step has run, later steps take their
+// working buffers from the threads' caches. Only a buffer that outgrows its size class (the
+// index scores grow with the context) goes to the heap, a handful of times over 64 steps where a
+// step used to take thousands of buffers.
+TEST_F(TinyModel, DecodeStepsReuseTheirWorkingBuffers) {
+  const int64_t V = model_->config().vocab_size;
+  std::vector<float> out(static_cast<size_t>(V));
+  for (const KernelTable* k : supported_kernel_tables()) {
+    Transformer m(*ckpt_, *k, *pool_, *map_);
+    SequenceState st = m.new_state();
+    m.forward(st, ids_->data(), 100, 0, LogitsWanted::kLast, out.data());
+    for (int p = 100; p < 104; ++p)
+      m.forward(st, ids_->data() + p, 1, p, LogitsWanted::kLast, out.data());
+    const size_t before = scratch::heap_acquires();
+    for (int p = 104; p < 168; ++p)
+      m.forward(st, ids_->data() + p, 1, p, LogitsWanted::kLast, out.data());
+    EXPECT_LE(scratch::heap_acquires() - before, 8u) << k->name;
+    std::printf("[ info ] %s: %zu scratch buffers from the heap over 64 decode steps\n",
+                std::string(k->name).c_str(), scratch::heap_acquires() - before);
+  }
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // Every kernel table this CPU runs against "ref" for the non-GEMM kernels (docs/NUMERICS.md
 // "Fast kernels"): the FP4 quantizers and top-k bit-exact on random and adversarial inputs;
-// hc_pre / hc_post bit-exact; rms_norm and swiglu within one bf16 ulp (and nearly always equal);
-// index_scores equal for >= 99.9% of rows and within one bf16 ulp otherwise; sparse_attn within
-// two bf16 ulps of each head's largest |output|, >= 99.9% of the elements within one ulp of their
-// own magnitude and >= 99.5% equal (measured: at most 1 head ulp, 99.99%, 99.96%). Also
-// batch invariance: a head's attention output does not depend on the heads beside it, an index
-// score not on the rows beside it, and the same call twice gives the same bits.
+// rope, hc_pre and hc_post bit-exact; rms_norm and swiglu within one bf16 ulp (and nearly always
+// equal); index_scores equal for >= 99.9% of rows and within one bf16 ulp otherwise; sparse_attn
+// within two bf16 ulps of each head's largest |output|, >= 99.9% of the elements within one ulp of
+// their own magnitude and >= 99.5% equal (measured: at most 1 head ulp, 99.99%, 99.96%). Also batch
+// invariance: a head's attention output does not depend on the heads beside it, an index score not
+// on the rows beside it, and the same call twice gives the same bits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -188,6 +188,29 @@ TEST_P(FastOps, HcPreHcPostAreBitExact) {
     ref_table().hc_post(y.data(), h.data(), post, comb, hc, D, o0.data());
     k.hc_post(y.data(), h.data(), post, comb, hc, D, o1.data());
     for (size_t i = 0; i < o0.size(); ++i) ASSERT_EQ(ulps_apart(o0[i], o1[i]), 0) << i;
+  }
+}
+
+TEST_P(FastOps, RopeIsBitExact) {
+  const KernelTable& k = *GetParam();
+  for (int rd : {2, 6, 8, 64, 70}) {
+    for (bool inverse : {false, true}) {
+      auto x0 = bf16_normal(size_t(rd), unsigned(rd) + (inverse ? 100 : 0), 3.0f);
+      x0[0] = -0.0f;  // signed zeros keep their sign through the rotation as in the reference
+      std::mt19937 rng(static_cast<unsigned>(rd));
+      std::uniform_real_distribution<float> ang(-3.2f, 3.2f);
+      std::vector<float> cs(size_t(rd / 2)), sn(cs.size());
+      for (size_t i = 0; i < cs.size(); ++i) {
+        const float a = ang(rng);
+        cs[i] = std::cos(a);
+        sn[i] = std::sin(a);
+      }
+      auto x1 = x0;
+      ref_table().rope(x0.data(), rd, cs.data(), sn.data(), inverse);
+      k.rope(x1.data(), rd, cs.data(), sn.data(), inverse);
+      for (int i = 0; i < rd; ++i)
+        ASSERT_EQ(std::memcmp(&x0[size_t(i)], &x1[size_t(i)], 4), 0) << rd << " " << i;
+    }
   }
 }
 

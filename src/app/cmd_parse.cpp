@@ -10,6 +10,7 @@
 
 #include "app/commands.h"
 #include "base/args.h"
+#include "text/json_limits.h"
 #include "text/output_parser.h"
 #include "text/utf8.h"
 
@@ -58,12 +59,10 @@ int cmd_parse(int argc, char** argv) {
   opts.parse_tool_calls = !args.has("no-tool-calls");
   if (args.has("tools")) {
     const std::string path = args.get("tools");
-    text::ojson tools;
-    try {
-      tools = text::ojson::parse(read_file(path, "tools file"));
-    } catch (const text::ojson::parse_error& e) {
-      throw std::runtime_error("tools file '" + path + "' is not valid JSON: " + e.what());
-    }
+    std::string why;
+    text::ojson tools = text::parse_untrusted_json(read_file(path, "tools file"), &why);
+    if (tools.is_discarded())
+      throw std::runtime_error("tools file '" + path + "' is not valid JSON: " + why);
     if (tools.is_object() && tools.contains("tools")) tools = tools["tools"];
     if (!tools.is_array())
       throw std::runtime_error("tools file '" + path +

@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "base/args.h"
 #include "text/chat_encoder.h"
+#include "text/json_limits.h"
 
 namespace cedar::app {
 
@@ -28,12 +29,10 @@ int cmd_render(int argc, char** argv) {
   if (!f) throw std::runtime_error("cannot open request file '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  text::ojson body;
-  try {
-    body = text::ojson::parse(ss.str());
-  } catch (const text::ojson::parse_error& e) {
-    throw std::runtime_error("request file '" + path + "' is not valid JSON: " + e.what());
-  }
+  std::string why;
+  const text::ojson body = text::parse_untrusted_json(ss.str(), &why);
+  if (body.is_discarded())
+    throw std::runtime_error("request file '" + path + "' is not valid JSON: " + why);
   const text::RenderResult r = text::ChatEncoder().render_request(body);
   if (std::fwrite(r.prompt.data(), 1, r.prompt.size(), stdout) != r.prompt.size() ||
       std::fflush(stdout) != 0)

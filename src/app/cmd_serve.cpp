@@ -56,8 +56,10 @@ int cmd_serve(int argc, char** argv) {
        {"batch-rows", "", true, "token rows per batched forward pass (default 512)"},
        {"max-queue", "", true, "waiting requests before 503 overloaded (default 256)"},
        {"max-body", "", true, "request body limit in bytes (default 16777216)"},
+       {"max-tokens", "", true,
+        "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
        {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
-       {"http-threads", "", true, "HTTP connection threads (default max(32, 4*parallel+16))"},
+       {"http-threads", "", true, "HTTP connection threads (default max(256, 4*parallel+16))"},
        {"kernels", "", true,
         "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
         "CEDAR_KERNELS"},
@@ -86,6 +88,7 @@ int cmd_serve(int argc, char** argv) {
   cfg.test_hooks = args.has("enable-test-hooks");
   cfg.keepalive_ms = int(positive(args, "keepalive-ms", 2000, 600000));
   cfg.max_body_bytes = size_t(positive(args, "max-body", 16ll << 20, 1ll << 34));
+  cfg.default_max_tokens = positive(args, "max-tokens", 32768, 1ll << 40);
   if (!is_loopback(host) && cfg.api_key.empty())
     std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
   if (cfg.test_hooks)
@@ -130,7 +133,7 @@ int cmd_serve(int argc, char** argv) {
   server::Scheduler scheduler(*engine, cache.get(), so, &metrics);
 
   const int http_threads =
-      int(positive(args, "http-threads", std::max(32, 4 * parallel + 16), 4096));
+      int(positive(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
   server::HttpServer http(*engine, scheduler, metrics, cfg, http_threads);
   const int bound = http.bind(host, port);
   std::printf(

@@ -37,13 +37,14 @@ const Command kCommands[] = {
 };
 
 void usage(FILE* f) {
-  std::fprintf(f, "usage: cedar <command> [options]\n\ncommands:\n");
+  std::fprintf(f, "usage: cedar <command> [options]\n       cedar --version\n\ncommands:\n");
   for (const auto& c : kCommands) std::fprintf(f, "  %-12s %s\n", c.name, c.help);
   std::fprintf(f, "\n`cedar <command> --help` for the options of one command.\n");
 }
 
-// The forward allocates its row buffers per call (megabytes at prefill). glibc would serve the
-// larger ones with fresh mmaps and return freed heap tops at once, so every call paid page
+// The forward's working buffers come from per-thread caches (base/scratch.h), but what is left --
+// per-call states, logits, the buffers of a new shape -- is megabytes at prefill. glibc would serve
+// the larger ones with fresh mmaps and return freed heap tops at once, so every call paid page
 // faults and kernel zeroing of the same memory (`cedar bench` on small, 4K prompt: 1.8 s of
 // system time, 0.4 s with this). Keeping freed memory in the heap (up to 1 GiB, and mmap only
 // above glibc's 32 MiB ceiling) makes the next call reuse the last one's pages.
@@ -63,6 +64,10 @@ int main(int argc, char** argv) {
   std::string_view name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("cedar %s (%s)\n", CEDAR_VERSION, CEDAR_GIT);
     return 0;
   }
   for (const auto& c : kCommands) {

@@ -28,11 +28,23 @@ const char* source_name(RestoreInfo::Source s) {
   }
 }
 
+namespace {
+
+// What a disk unit must have been computed with to be restored here: the checkpoint, the
+// tokenizer and the kernel table (the fast tables' states differ from the reference's in the
+// last bits). The caller passes `opt` on as a copy: with std::move(opt) in the same argument
+// list the move may run first (GCC evaluates right to left) and leave disk_dir empty here -- the
+// bug that made every fingerprint the empty one.
+ModelFingerprint cache_fingerprint(const Engine& engine, const PrefixCacheOptions& opt) {
+  if (opt.disk_dir.empty()) return {};
+  return model_fingerprint(engine.options().model_dir, engine.options().tokenizer_path,
+                           engine.kernels().name);
+}
+
+}  // namespace
+
 PrefixCache::PrefixCache(const Engine& engine, PrefixCacheOptions opt)
-    : PrefixCache(
-          engine.config(),
-          opt.disk_dir.empty() ? ModelFingerprint{} : model_fingerprint(engine.options().model_dir),
-          std::move(opt)) {}
+    : PrefixCache(engine.config(), cache_fingerprint(engine, opt), opt) {}
 
 PrefixCache::PrefixCache(const ModelConfig& cfg, const ModelFingerprint& fp, PrefixCacheOptions opt)
     : cfg_(cfg), opt_(std::move(opt)) {

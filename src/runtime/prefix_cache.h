@@ -63,7 +63,8 @@ struct PrefixCacheStats {
 
 class PrefixCache : public PrefixCacheHook {
  public:
-  // The fingerprint is model_fingerprint(engine.options().model_dir). Throws std::runtime_error
+  // The fingerprint is model_fingerprint() of the engine's model directory and tokenizer, with the
+  // kernel table's name. Throws std::runtime_error
   // when the disk directory cannot be created.
   PrefixCache(const Engine& engine, PrefixCacheOptions opt);
   PrefixCache(const ModelConfig& cfg, const ModelFingerprint& fp, PrefixCacheOptions opt);

@@ -62,7 +62,7 @@ void finish_spec(const ApiContext& ctx, PreparedRequest* r) {
   check_fits(T, ctx.scheduler.ctx_size());
   // max_tokens larger than what is left of the context is clamped: generation ends with
   // finish_reason "length" when the context is full (docs/SERVER.md).
-  r->spec.max_tokens = r->opts.max_tokens ? *r->opts.max_tokens : 0;
+  r->spec.max_tokens = r->opts.max_tokens ? *r->opts.max_tokens : ctx.cfg.default_max_tokens;
   r->spec.sampling = sampling_of(r->opts.sampling);
   r->spec.setup.stop = r->opts.stop;
   r->spec.top_logprobs = r->opts.logprobs ? r->opts.top_logprobs : -1;
@@ -78,6 +78,30 @@ void finish_spec(const ApiContext& ctx, PreparedRequest* r) {
 
 }  // namespace
 
+namespace {
+
+// Until the vision tower exists (issue 14) an image would be rendered as its placeholder and the
+// model would answer about a picture it never saw: refused instead, naming the part.
+void refuse_images(const text::ChatRequest& req) {
+  for (size_t i = 0; i < req.messages.size(); ++i) {
+    const auto& blocks = req.messages[i].blocks;
+    for (size_t j = 0; j < blocks.size(); ++j) {
+      bool image = blocks[j].kind == text::ContentBlock::Kind::kImage;
+      for (const auto& p : blocks[j].parts) image |= p.kind == text::ContentBlock::Kind::kImage;
+      if (image) {
+        const std::string param = "messages[" + std::to_string(i) + "].content";
+        throw ApiError(400,
+                       param +
+                           " holds an image: image input is not supported yet (this build "
+                           "of cedar has no vision encoder); send text only",
+                       param);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
                              std::string tool_id_prefix, OptionNames names) {
   PreparedRequest r;
@@ -86,6 +110,7 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
   r.created = unix_time();
   r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
   const text::ChatRequest req = text::parse_chat_request(body);
+  refuse_images(req);
   runtime::Prompt p;
   try {
     p = ctx.engine.render_chat(req);

@@ -9,6 +9,7 @@
 #include "server/openai_api.h"
 #include "server/responses_api.h"
 #include "server/sse.h"
+#include "text/json_limits.h"
 
 namespace cedar::server {
 
@@ -30,22 +31,48 @@ void send_json(httplib::Response& res, int status, const ojson& body) {
 }
 
 void send_error(httplib::Response& res, const ApiError& e, ApiFlavor flavor) {
+  // the rest of a refused body is still on the socket: the connection cannot be reused
+  if (e.status() == 413) res.set_header("Connection", "close");
   send_json(res, e.status(), error_body(e, flavor));
 }
 
-ojson parse_body(const httplib::Request& req) {
-  if (req.body.empty()) throw ApiError(400, "the request body is empty: expected a JSON object");
-  ojson body = ojson::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    // Re-parse for the position of the error (the message users need to fix it).
-    try {
-      const ojson again = ojson::parse(req.body);
-      (void)again;
-    } catch (const ojson::parse_error& e) {
-      throw ApiError(400, std::string("Invalid JSON in the request body: ") + e.what());
+// The request body, read through httplib's content reader so that the limit holds for a chunked
+// body too (httplib 0.11 applies its payload limit to Content-Length bodies only, and a 200 MiB
+// chunked body was buffered whole before any check). Reading this way also skips httplib's form
+// decoding, which refused bodies over 8 KiB sent with curl -d's default form content type.
+std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
+                      size_t max_bytes) {
+  std::string body;
+  bool too_large = false;
+  const bool ok = reader([&](const char* data, size_t n) {
+    if (n > max_bytes - body.size()) {
+      too_large = true;
+      return false;
     }
-    throw ApiError(400, "Invalid JSON in the request body");
+    body.append(data, n);
+    return true;
+  });
+  // (a Content-Length over the limit httplib refuses itself, before any byte is received)
+  if (!ok && !too_large && req.has_header("Content-Length")) {
+    const std::string cl = req.get_header_value("Content-Length");
+    too_large = !cl.empty() && cl.find_first_not_of("0123456789") == std::string::npos &&
+                (cl.size() > 19 || std::stoull(cl) > max_bytes);
   }
+  if (too_large)
+    throw ApiError(413,
+                   "Request body too large: the limit is " + std::to_string(max_bytes) + " bytes");
+  if (!ok)
+    throw ApiError(400,
+                   "the request body could not be read (malformed chunked encoding, or the "
+                   "client stopped sending)");
+  return body;
+}
+
+ojson parse_body(const std::string& text) {
+  if (text.empty()) throw ApiError(400, "the request body is empty: expected a JSON object");
+  std::string why;
+  ojson body = text::parse_untrusted_json(text, &why);
+  if (body.is_discarded()) throw ApiError(400, "Invalid JSON in the request body: " + why);
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return body;
 }
@@ -66,14 +93,25 @@ struct Streaming {
   bool stream = false;
   bool done = false;
   std::chrono::milliseconds keepalive{2000};
+  Clock::time_point last_write = Clock::now();
   std::vector<CompletionEvent> evs;
 
   // The next piece of the body: frames (streaming) or, at the end, the JSON body (non-streaming);
-  // a keep-alive when nothing happened for `keepalive`.
+  // a keep-alive when nothing was written for `keepalive`. A non-streaming body writes nothing
+  // while tokens arrive, so without the padding a client that left would not be noticed (a
+  // write is what fails) and its generation would run on to max_tokens.
   std::string next() {
+    std::string out = pieces();
+    if (out.empty() && Clock::now() - last_write >= keepalive)
+      out = stream ? sse_comment("keep-alive") : "\n";
+    if (!out.empty()) last_write = Clock::now();
+    return out;
+  }
+
+  std::string pieces() {
     std::string out;
     evs.clear();
-    if (!job->wait(&evs, keepalive)) return stream ? sse_comment("keep-alive") : "\n";
+    if (!job->wait(&evs, keepalive)) return out;
     for (const auto& e : evs) {
       if (e.kind == CompletionEvent::Kind::kDone) {
         done = true;
@@ -154,7 +192,15 @@ HttpServer::HttpServer(runtime::Engine& engine, Scheduler& scheduler, Metrics& m
   const size_t n = size_t(std::max(4, http_threads));
   http_->new_task_queue = [n] { return new httplib::ThreadPool(n); };
   http_->set_payload_max_length(cfg_.max_body_bytes);
-  http_->set_read_timeout(30, 0);
+  // SO_REUSEADDR (a restart binds at once past TIME_WAIT) but not httplib's default SO_REUSEPORT,
+  // with which a second server on a port in use starts and silently takes half the connections
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  // a client gets 10 s per read of its request (and an idle keep-alive connection as long): slow
+  // or idle sockets give their thread back instead of holding it for half a minute
+  http_->set_read_timeout(10, 0);
   http_->set_write_timeout(30, 0);
   routes();
 }
@@ -247,11 +293,11 @@ void HttpServer::routes() {
     });
 
   auto generation = [this](Endpoint ep) {
-    return [this, ep](const Request& req, Response& res) {
+    return [this, ep](const Request& req, Response& res, const httplib::ContentReader& reader) {
       const ApiFlavor flavor =
           ep == Endpoint::kAnthropic ? ApiFlavor::kAnthropic : ApiFlavor::kOpenAI;
       try {
-        const ojson body = parse_body(req);
+        const ojson body = parse_body(read_body(req, reader, cfg_.max_body_bytes));
         auto st = std::make_shared<Streaming>();
         st->keepalive = std::chrono::milliseconds(std::max(50, cfg_.keepalive_ms));
         PreparedRequest p;
@@ -307,9 +353,10 @@ void HttpServer::routes() {
   for (const char* p : {"/anthropic/v1/messages", "/v1/messages"})
     s.Post(p, generation(Endpoint::kAnthropic));
 
-  auto count_tokens = [this](const Request& req, Response& res) {
+  auto count_tokens = [this](const Request& req, Response& res,
+                             const httplib::ContentReader& reader) {
     try {
-      const ojson body = parse_body(req);
+      const ojson body = parse_body(read_body(req, reader, cfg_.max_body_bytes));
       ojson b = body;
       if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not needed to count
       ojson chat = anthropic_to_chat(b);

@@ -98,40 +98,75 @@ void expect_rows(const CompressedKv& c, int64_t n_tokens, int layer, const std::
 
 std::string fingerprint_hex(const ModelFingerprint& fp) { return text::to_hex(fp); }
 
-ModelFingerprint model_fingerprint(const std::string& model_dir) {
+namespace {
+
+// The fingerprint's sample of a shard's tensor bytes: kSampleBlocks blocks of kSampleBlock bytes
+// spread evenly over [begin, end), and the last block.
+constexpr int kSampleBlocks = 64;
+constexpr uint64_t kSampleBlock = 4096;
+
+void hash_named(text::Sha256& h, const std::string& name, const std::string& data) {
+  const uint64_t sizes[2] = {name.size(), data.size()};
+  h.update(sizes, sizeof(sizes));
+  h.update(name.data(), name.size());
+  h.update(data.data(), data.size());
+}
+
+std::string read_whole(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// 8-byte header length, header JSON, the sampled data blocks of one shard.
+std::string shard_digest_input(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
+  uint8_t len8[8];
+  if (!f.read(reinterpret_cast<char*>(len8), 8))
+    throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
+  uint64_t len = 0;
+  std::memcpy(&len, len8, 8);
+  if (len > (uint64_t(100) << 20))
+    throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
+                             std::to_string(len) + " is implausible");
+  std::string data(reinterpret_cast<const char*>(len8), 8);
+  std::string json(size_t(len), '\0');
+  if (!f.read(json.data(), std::streamsize(len)))
+    throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
+  data += json;
+  const uint64_t size = std::filesystem::file_size(p);
+  const uint64_t begin = 8 + len, span = size > begin ? size - begin : 0;
+  data.append(reinterpret_cast<const char*>(&size), sizeof(size));
+  std::string block;
+  auto sample = [&](uint64_t at) {
+    const uint64_t n = std::min(kSampleBlock, size - at);
+    block.resize(size_t(n));
+    f.seekg(std::streamoff(at));
+    if (!f.read(block.data(), std::streamsize(n)))
+      throw std::runtime_error("model fingerprint: cannot read " + p.string());
+    data += block;
+  };
+  if (span > 0) {
+    for (int i = 0; i < kSampleBlocks; ++i) sample(begin + span / kSampleBlocks * uint64_t(i));
+    sample(size - std::min(kSampleBlock, span));
+  }
+  return data;
+}
+
+}  // namespace
+
+ModelFingerprint model_fingerprint(const std::string& model_dir, const std::string& tokenizer_path,
+                                   std::string_view extra) {
   namespace fs = std::filesystem;
   text::Sha256 h;
-  static const char kTag[] = "cedar-model-fingerprint-v1";
+  static const char kTag[] = "cedar-model-fingerprint-v2";
   h.update(kTag, sizeof(kTag));
-  auto add_file_part = [&](const fs::path& p, bool header_only) {
-    std::ifstream f(p, std::ios::binary);
-    if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
-    std::string data;
-    if (header_only) {
-      uint8_t len8[8];
-      if (!f.read(reinterpret_cast<char*>(len8), 8))
-        throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
-      uint64_t len = 0;
-      std::memcpy(&len, len8, 8);
-      if (len > (uint64_t(100) << 20))
-        throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
-                                 std::to_string(len) + " is implausible");
-      data.assign(reinterpret_cast<const char*>(len8), 8);
-      std::string json(size_t(len), '\0');
-      if (!f.read(json.data(), std::streamsize(len)))
-        throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
-      data += json;
-    } else {
-      data.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    }
-    const std::string name = p.filename().string();
-    const uint64_t sizes[2] = {name.size(), data.size()};
-    h.update(sizes, sizeof(sizes));
-    h.update(name.data(), name.size());
-    h.update(data.data(), data.size());
-  };
   const fs::path dir(model_dir);
-  add_file_part(dir / "config.json", false);
+  hash_named(h, "config.json", read_whole(dir / "config.json"));
+  hash_named(
+      h, "tokenizer.json",
+      read_whole(tokenizer_path.empty() ? dir / "tokenizer.json" : fs::path(tokenizer_path)));
   std::vector<fs::path> shards;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
@@ -140,7 +175,8 @@ ModelFingerprint model_fingerprint(const std::string& model_dir) {
   if (shards.empty())
     throw std::runtime_error("model fingerprint: no *.safetensors file in " + model_dir);
   std::sort(shards.begin(), shards.end());
-  for (const auto& s : shards) add_file_part(s, true);
+  for (const auto& s : shards) hash_named(h, s.filename().string(), shard_digest_input(s));
+  hash_named(h, "extra", std::string(extra));
   return h.digest();
 }
 

@@ -37,6 +37,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/config.h"
@@ -51,12 +52,16 @@ inline constexpr char kSnapshotMagic[8] = {'C', 'E', 'D', 'A', 'R', 'K', 'V', '1
 using ModelFingerprint = std::array<uint8_t, 32>;
 using UnitId = std::array<uint8_t, 16>;  // names a unit (the disk cache: hash of model + prefix)
 
-// SHA-256 over a domain tag, the bytes of <dir>/config.json and, for every *.safetensors file of
-// the directory in name order, its name and header (8-byte length + JSON). Identifies the weights
-// without hashing them (a re-generated model with other weights but identical headers would
-// collide; the header offsets and config make that unlikely for real checkpoints). Throws naming
-// the file.
-ModelFingerprint model_fingerprint(const std::string& model_dir);
+// SHA-256 over a domain tag, the bytes of <dir>/config.json and of the tokenizer file
+// (tokenizer_path, "": <dir>/tokenizer.json), and, for every *.safetensors file of the directory
+// in name order, its name, size, header (8-byte length + JSON) and a sample of its tensor bytes:
+// 64 blocks of 4 KiB spread evenly over the data and its last block. The sample tells apart
+// checkpoints whose headers agree (the same shapes trained twice, a fine-tune, a re-generated
+// random model) without reading hundreds of GB; `extra` (the kernel table) is hashed last.
+// Throws naming the file.
+ModelFingerprint model_fingerprint(const std::string& model_dir,
+                                   const std::string& tokenizer_path = {},
+                                   std::string_view extra = {});
 std::string fingerprint_hex(const ModelFingerprint& fp);
 
 // Why a unit was refused (the reason is also in what()).

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "text/json_limits.h"
+
 namespace cedar::text {
 
 std::string effort_line(int effort) {
@@ -107,7 +109,17 @@ void json_escape_append(std::string_view s, std::string* out) {
   }
 }
 
-void py_json_append(const ojson& v, std::string* out) {
+namespace {
+
+// Values reach the printer parsed with parse_untrusted_json (at most kMaxJsonDepth levels) and
+// wrapped a few levels deeper at most; the bound keeps a value built some other way from
+// recursing without limit.
+constexpr int kMaxPrintDepth = 2 * kMaxJsonDepth;
+
+void py_json_append_at(const ojson& v, int depth, std::string* out) {
+  if (depth > kMaxPrintDepth)
+    throw std::runtime_error("JSON nested deeper than " + std::to_string(kMaxPrintDepth) +
+                             " levels cannot be written in a prompt");
   switch (v.type()) {
     case ojson::value_t::null:
       *out += "null";
@@ -133,7 +145,7 @@ void py_json_append(const ojson& v, std::string* out) {
       for (const auto& e : v) {
         if (!first) *out += ", ";
         first = false;
-        py_json_append(e, out);
+        py_json_append_at(e, depth + 1, out);
       }
       out->push_back(']');
       break;
@@ -146,7 +158,7 @@ void py_json_append(const ojson& v, std::string* out) {
         first = false;
         json_quote_append(k, out);
         *out += ": ";
-        py_json_append(e, out);
+        py_json_append_at(e, depth + 1, out);
       }
       out->push_back('}');
       break;
@@ -155,6 +167,10 @@ void py_json_append(const ojson& v, std::string* out) {
       throw std::runtime_error("cannot write a binary/discarded JSON value in a prompt");
   }
 }
+
+}  // namespace
+
+void py_json_append(const ojson& v, std::string* out) { py_json_append_at(v, 0, out); }
 
 std::string py_json_dumps(const ojson& v) {
   std::string s;
@@ -242,8 +258,7 @@ ojson normalize_tool_arguments(const ojson& raw) {
   // A JSON string is the OpenAI form; a string that decodes to another JSON string is a
   // double-encoded object, which the release encoder also accepts.
   for (int round = 0; round < 2 && v.is_string(); ++round) {
-    ojson parsed =
-        ojson::parse(v.get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    ojson parsed = parse_untrusted_json(v.get_ref<const std::string&>());
     if (parsed.is_discarded()) break;
     v = std::move(parsed);
   }

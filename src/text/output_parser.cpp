@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "text/json_limits.h"
 #include "text/utf8.h"
 
 namespace cedar::text {
@@ -496,7 +497,7 @@ void OutputParser::finish_value(std::vector<ParseEvent>* ev) {
   const bool only_string = !any && *types == std::set<std::string>{"string"};
   const std::string raw = sanitize(value_);
   const std::string_view t = trim(raw);
-  const ojson parsed = ojson::parse(t, nullptr, /*allow_exceptions=*/false);
+  const ojson parsed = parse_untrusted_json(t);
   const bool ok = !parsed.is_discarded();
   std::string out;
   if (only_string) {
@@ -509,8 +510,7 @@ void OutputParser::finish_value(std::vector<ParseEvent>* ev) {
     out = std::string(t);  // the model's own JSON text
   } else if (ok && parsed.is_string() && !any) {
     // "3" for an integer: the string's contents, if they are JSON of a declared type.
-    const ojson inner =
-        ojson::parse(parsed.get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    const ojson inner = parse_untrusted_json(parsed.get_ref<const std::string&>());
     if (!inner.is_discarded() && matches(inner, *types))
       out = inner.dump();
     else
@@ -527,7 +527,7 @@ void OutputParser::close_call(std::vector<ParseEvent>* ev) {
   if (!call_open_) return;
   emit_args("}", ev);
   ToolCall& c = msg_.tool_calls.back();
-  const ojson parsed = ojson::parse(c.arguments_json, nullptr, /*allow_exceptions=*/false);
+  const ojson parsed = parse_untrusted_json(c.arguments_json);
   if (!parsed.is_discarded()) c.arguments = parsed;
   ParseEvent e;
   e.kind = ParseEvent::Kind::kToolCallEnd;

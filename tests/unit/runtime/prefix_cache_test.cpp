@@ -412,6 +412,52 @@ TEST_F(PrefixCacheTest, CorruptUnitIsRefusedAndTheCacheFallsBack) {
   EXPECT_EQ(none.n_tokens, 0);
 }
 
+// The reported bug: units of a checkpoint with another rope_theta were restored, because the
+// engine-level constructor hashed nothing. A disk unit is only restored by a cache over the same
+// checkpoint, tokenizer and kernel table.
+TEST_F(PrefixCacheTest, DiskUnitsAreOnlyRestoredForTheSameModelAndKernels) {
+  Engine& e = *engine_;
+  {
+    PrefixCache c(e, opts(true, true, 0));
+    SequenceState st = e.model().new_state();
+    prefill(e, st, ids(300), PrefillMode::kExact);
+    c.offer(ids(300), st, PrefixCacheHook::Point::kPromptEnd);
+  }
+  auto restored = [&](Engine& eng) {
+    PrefixCache c(eng, opts(true, true, 0));
+    SequenceState got = eng.model().new_state();
+    return c.restore(eng, ids(400), 399, &got);
+  };
+  EXPECT_EQ(restored(e), 300);  // the same model: restored
+  // a copy of the checkpoint with another rope_theta
+  const fs::path other = fs::path(*model_dir_).parent_path() / "other_rope";
+  fs::remove_all(other);
+  fs::copy(*model_dir_, other, fs::copy_options::recursive);
+  std::ifstream in(other / "config.json");
+  std::string cfg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const size_t at = cfg.find("\"rope_theta\"");
+  ASSERT_NE(at, std::string::npos);
+  cfg.insert(cfg.find_first_of("0123456789", cfg.find(':', at)), "2");  // 10000 -> 210000
+  std::ofstream(other / "config.json", std::ios::trunc) << cfg;
+  EngineOptions o;
+  o.model_dir = other.string();
+  o.threads = 2;
+  auto e2 = Engine::load(o);
+  EXPECT_EQ(restored(*e2), 0);
+  // the same checkpoint under another kernel table
+  for (const KernelTable* k : supported_kernel_tables()) {
+    if (k->name == e.kernels().name) continue;
+    EngineOptions ok;
+    ok.model_dir = *model_dir_;
+    ok.threads = 2;
+    ok.kernels = std::string(k->name);
+    auto e3 = Engine::load(ok);
+    EXPECT_EQ(restored(*e3), 0) << k->name;
+  }
+  fs::remove_all(other);
+}
+
 // Measurement for docs/PREFIX_CACHE.md (printed, not asserted).
 TEST_F(PrefixCacheTest, Measure) {
   if (!std::getenv("CEDAR_PREFIX_MEASURE")) GTEST_SKIP() << "set CEDAR_PREFIX_MEASURE=1";

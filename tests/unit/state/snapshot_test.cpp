@@ -324,7 +324,7 @@ TEST(Snapshot, FilesAreWrittenAtomicallyAndReadBack) {
   fs::remove_all(dir);
 }
 
-TEST(Snapshot, ModelFingerprintCoversConfigAndHeadersNotData) {
+TEST(Snapshot, ModelFingerprintCoversConfigTokenizerHeadersDataAndExtra) {
   const fs::path dir = fs::temp_directory_path() / ("cedar_fp_" + std::to_string(getpid()));
   fs::create_directories(dir);
   auto write = [&](const std::string& name, const std::string& bytes) {
@@ -338,18 +338,37 @@ TEST(Snapshot, ModelFingerprintCoversConfigAndHeadersNotData) {
   };
   const std::string hdr = R"({"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})";
   write("config.json", R"({"x":1})");
+  write("tokenizer.json", R"({"model":{}})");
   write("model.safetensors", st_file(hdr, "abcd"));
   const ModelFingerprint f0 = model_fingerprint(dir.string());
   EXPECT_EQ(model_fingerprint(dir.string()), f0);
-  write("model.safetensors", st_file(hdr, "wxyz"));  // weights only: same fingerprint
-  EXPECT_EQ(model_fingerprint(dir.string()), f0);
+  EXPECT_NE(model_fingerprint(dir.string(), {}, "avx2"), f0);  // the kernel table
+  write("model.safetensors", st_file(hdr, "wxyz"));            // other weights, the same header
+  const ModelFingerprint fw = model_fingerprint(dir.string());
+  EXPECT_NE(fw, f0);
+  // a large shard: a change inside one sampled block is seen
+  std::string big(1 << 20, 'q');
+  write("model.safetensors", st_file(hdr, big));
+  const ModelFingerprint fb = model_fingerprint(dir.string());
+  big[(1 << 20) / 64 * 5 + 17] = 'r';
+  write("model.safetensors", st_file(hdr, big));
+  EXPECT_NE(model_fingerprint(dir.string()), fb);
+  write("model.safetensors", st_file(hdr, "wxyz"));
+  write("tokenizer.json", R"({"model":{"x":1}})");
+  const ModelFingerprint ft = model_fingerprint(dir.string());
+  EXPECT_NE(ft, fw);
+  write("tok2.json", R"({"model":{}})");  // a tokenizer given by path
+  EXPECT_EQ(model_fingerprint(dir.string(), (dir / "tok2.json").string()), fw);
   write("config.json", R"({"x":2})");
   const ModelFingerprint f1 = model_fingerprint(dir.string());
-  EXPECT_NE(f1, f0);
+  EXPECT_NE(f1, ft);
   write("model.safetensors",
         st_file(R"({"a":{"dtype":"BF16","shape":[1,2],"data_offsets":[0,4]}})", "wxyz"));
   EXPECT_NE(model_fingerprint(dir.string()), f1);
   EXPECT_EQ(fingerprint_hex(f0).size(), 64u);
+  fs::remove(dir / "tokenizer.json");
+  EXPECT_THROW(model_fingerprint(dir.string()), std::runtime_error);
+  write("tokenizer.json", R"({"model":{}})");
   fs::remove(dir / "model.safetensors");
   EXPECT_THROW(model_fingerprint(dir.string()), std::runtime_error);
   fs::remove_all(dir);

@@ -10,7 +10,7 @@
 
 #include "app/commands.h"
 #include "base/args.h"
-#include "text/json_limits.h"
+#include "base/json_limits.h"
 #include "text/output_parser.h"
 #include "text/utf8.h"
 
@@ -60,7 +60,7 @@ int cmd_parse(int argc, char** argv) {
   if (args.has("tools")) {
     const std::string path = args.get("tools");
     std::string why;
-    text::ojson tools = text::parse_untrusted_json(read_file(path, "tools file"), &why);
+    text::ojson tools = parse_untrusted_json(read_file(path, "tools file"), &why);
     if (tools.is_discarded())
       throw std::runtime_error("tools file '" + path + "' is not valid JSON: " + why);
     if (tools.is_object() && tools.contains("tools")) tools = tools["tools"];

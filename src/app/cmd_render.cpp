@@ -9,8 +9,8 @@
 
 #include "app/commands.h"
 #include "base/args.h"
+#include "base/json_limits.h"
 #include "text/chat_encoder.h"
-#include "text/json_limits.h"
 
 namespace cedar::app {
 
@@ -30,7 +30,7 @@ int cmd_render(int argc, char** argv) {
   std::stringstream ss;
   ss << f.rdbuf();
   std::string why;
-  const text::ojson body = text::parse_untrusted_json(ss.str(), &why);
+  const text::ojson body = parse_untrusted_json(ss.str(), &why);
   if (body.is_discarded())
     throw std::runtime_error("request file '" + path + "' is not valid JSON: " + why);
   const text::RenderResult r = text::ChatEncoder().render_request(body);

@@ -11,12 +11,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "app/commands.h"
+#include "app/line_reader.h"
 #include "base/args.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -300,6 +302,17 @@ GenerationResult run_turn(Generator& gen, const runtime::PrefixCache* cache,
   return r;
 }
 
+constexpr const char* kChatHelp =
+    "  /think [N]   thinking on, reasoning effort N in 1..100 (default 75)\n"
+    "  /nothink     thinking off\n"
+    "  /reset       forget the conversation\n"
+    "  /help        this list\n"
+    "  /exit        leave (also Ctrl-D)\n"
+    "  a line ending in \\ continues on the next; a line of \"\"\" starts and ends a "
+    "multi-line message\n"
+    "  on a terminal: arrow keys edit and recall, Ctrl-R searches the history "
+    "($CEDAR_HISTORY, default ~/.cedar_history)\n";
+
 int interactive(Engine& engine, runtime::PrefixCache* cache, const RunConfig& rc) {
   Generator gen(engine, cache);
   ojson history = ojson::array();
@@ -307,24 +320,22 @@ int interactive(Engine& engine, runtime::PrefixCache* cache, const RunConfig& rc
   const ojson base = history;
   bool thinking = rc.thinking;
   int effort = rc.effort;
-  const bool tty_in = isatty(fileno(stdin)) != 0;
-  std::fprintf(stderr, "cedar run: chat with %s (%d threads). /think N, /nothink, /reset, /exit\n",
+  LineReader reader(isatty(fileno(stdin)) != 0);
+  std::fprintf(stderr, "cedar run: chat with %s (%d threads). /help for commands\n",
                rc.engine.model_dir.c_str(), engine.threads());
-  std::string line;
   for (;;) {
-    if (tty_in) {
-      std::fputs("> ", stdout);
-      std::fflush(stdout);
-    }
-    if (!std::getline(std::cin, line)) break;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::optional<std::string> got = reader.next();
+    if (!got) break;
+    const std::string& line = *got;
     if (line.empty()) continue;
     if (line[0] == '/') {
       std::istringstream cmd(line);
       std::string word;
       cmd >> word;
       if (word == "/exit" || word == "/quit") break;
-      if (word == "/nothink") {
+      if (word == "/help" || word == "/?") {
+        std::fprintf(stderr, "%s", kChatHelp);
+      } else if (word == "/nothink") {
         thinking = false;
         std::fprintf(stderr, "thinking off\n");
       } else if (word == "/think") {
@@ -344,8 +355,7 @@ int interactive(Engine& engine, runtime::PrefixCache* cache, const RunConfig& rc
         gen.reset();
         std::fprintf(stderr, "history cleared\n");
       } else {
-        std::fprintf(stderr, "unknown command %s (/think N, /nothink, /reset, /exit)\n",
-                     word.c_str());
+        std::fprintf(stderr, "unknown command %s (/help lists them)\n", word.c_str());
       }
       continue;
     }
@@ -372,7 +382,10 @@ int cmd_run(int argc, char** argv) {
   try {
     if (!parse_flags(argc, argv, &rc)) return 0;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "cedar run: error: %s (see cedar run --help)\n", e.what());
+    // the option parser's messages already point at --help
+    const std::string msg = e.what();
+    std::fprintf(stderr, "cedar run: error: %s%s\n", msg.c_str(),
+                 msg.find("--help") == std::string::npos ? " (see cedar run --help)" : "");
     return 2;
   }
   auto engine = Engine::load(rc.engine);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "app/commands.h"
 #include "base/args.h"
+#include "model/param_count.h"
 #include "runtime/engine.h"
 #include "runtime/prefix_cache.h"
 #include "server/http_server.h"
@@ -32,6 +34,29 @@ long long positive(const Args& a, const std::string& name, long long def, long l
     throw std::runtime_error("--" + name + " must be in [0, " + std::to_string(max) + "], got " +
                              std::to_string(v));
   return v;
+}
+
+// The start-up banner (stdout): what is served, how, and with what memory.
+void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
+                  const server::Scheduler& sched, bool cache, int parallel) {
+  const ModelConfig& mc = e.config();
+  size_t weight_bytes = 0;
+  for (const auto& [name, t] : e.checkpoint().tensors()) weight_bytes += t.nbytes;
+  const ParamCounts pc = count_params(mc, expected_tensors(mc));
+  std::printf("cedar serve: cedar %s, model %s\n", version_string().c_str(),
+              e.options().model_dir.c_str());
+  std::printf(
+      "cedar serve: %.2fB parameters (%.2fB active per generated token), %d layers, "
+      "%.2f GiB of weights mapped\n",
+      double(pc.total()) * 1e-9, double(pc.active_generated) * 1e-9, mc.num_hidden_layers,
+      double(weight_bytes) / double(1ull << 30));
+  std::printf(
+      "cedar serve: context %lld per request, %d slots, %d forward threads, prefix cache "
+      "%s, API key %s, request log %s\n",
+      static_cast<long long>(sched.ctx_size()), parallel, e.threads(), cache ? "on" : "off",
+      cfg.api_key.empty() ? "none" : "set",
+      cfg.log_format == server::LogFormat::kJson ? "json" : "text");
+  std::printf("cedar serve: %s\n", describe_kernels(e.kernels()).c_str());
 }
 
 }  // namespace
@@ -59,6 +84,10 @@ int cmd_serve(int argc, char** argv) {
        {"max-tokens", "", true,
         "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
        {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
+       {"log-format", "", true,
+        "request log on stderr: text (default) or json (one object a line)"},
+       {"cors", "", true,
+        "allow browser calls from this origin (\"*\": any; default: no CORS headers)"},
        {"http-threads", "", true, "HTTP connection threads (default max(256, 4*parallel+16))"},
        {"kernels", "", true,
         "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
@@ -89,6 +118,8 @@ int cmd_serve(int argc, char** argv) {
   cfg.keepalive_ms = int(positive(args, "keepalive-ms", 2000, 600000));
   cfg.max_body_bytes = size_t(positive(args, "max-body", 16ll << 20, 1ll << 34));
   cfg.default_max_tokens = positive(args, "max-tokens", 32768, 1ll << 40);
+  cfg.log_format = server::parse_log_format(args.get("log-format", "text"));
+  cfg.cors_origin = args.get("cors", "");
   if (!is_loopback(host) && cfg.api_key.empty())
     std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
   if (cfg.test_hooks)
@@ -103,8 +134,45 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that disconnects must not kill the server
 
+  // Bound before the model loads (a port in use fails at once); until attach() every route
+  // answers 503 "loading", so a supervisor's health check sees the server come up.
+  server::Metrics metrics;
+  const int http_threads =
+      int(positive(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
+  server::HttpServer http(metrics, cfg, http_threads);
+  const int bound = http.bind(host, port);
+  const std::string model_dir = args.require("model");
+  std::printf("cedar serve: bound http://%s:%d, loading %s\n", host.c_str(), bound,
+              model_dir.c_str());
+  std::fflush(stdout);
+  bool listen_ok = true;
+  std::thread listener([&] { listen_ok = http.listen(); });
+  std::atomic<server::Scheduler*> running{nullptr};
+  std::atomic<bool> stopping{false};
+  std::thread sig_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "cedar serve: signal %d, shutting down\n", sig);
+    stopping = true;
+    // Cancel the generations first: the HTTP server waits for its open responses to end.
+    if (server::Scheduler* s = running.load()) s->stop();
+    http.stop();
+  });
+  // Ends the listener and the signal thread (on every exit path).
+  struct Shutdown {
+    server::HttpServer& http;
+    std::thread& listener;
+    std::thread& sig;
+    ~Shutdown() {
+      http.stop();
+      if (listener.joinable()) listener.join();
+      pthread_kill(sig.native_handle(), SIGTERM);
+      sig.join();
+    }
+  } shutdown{http, listener, sig_thread};
+
   runtime::EngineOptions eo;
-  eo.model_dir = args.require("model");
+  eo.model_dir = model_dir;
   eo.threads = int(args.get_int("threads", 0));
   eo.kernels = args.get("kernels", "");
   eo.tokenizer_path = args.get("tokenizer", "");
@@ -128,36 +196,21 @@ int cmd_serve(int argc, char** argv) {
     co.interval = positive(args, "cache-interval", 1024, 1ll << 30);
     cache = std::make_unique<runtime::PrefixCache>(*engine, co);
   }
-  cfg.prefix_cache = cache != nullptr;
-  server::Metrics metrics;
   server::Scheduler scheduler(*engine, cache.get(), so, &metrics);
-
-  const int http_threads =
-      int(positive(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
-  server::HttpServer http(*engine, scheduler, metrics, cfg, http_threads);
-  const int bound = http.bind(host, port);
+  if (stopping) return 0;  // a signal during the load
+  running = &scheduler;
+  http.attach(*engine, scheduler, cache != nullptr);
+  print_banner(*engine, cfg, scheduler, cache != nullptr, parallel);
   std::printf(
-      "cedar serve: listening on http://%s:%d (model %s, %d slots, ctx %lld, %d threads, prefix "
-      "cache %s)\n",
+      "cedar serve: listening on http://%s:%d (model %s, %d slots, ctx %lld, %d threads, "
+      "prefix cache %s)\n",
       host.c_str(), bound, cfg.model_name.c_str(), parallel,
       static_cast<long long>(scheduler.ctx_size()), engine->threads(), cache ? "on" : "off");
-  std::printf("cedar serve: %s\n", describe_kernels(engine->kernels()).c_str());
   std::fflush(stdout);
-
-  std::thread sig_thread([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    std::fprintf(stderr, "cedar serve: signal %d, shutting down\n", sig);
-    // Cancel the generations first: the HTTP server waits for its open responses to end.
-    scheduler.stop();
-    http.stop();
-  });
-  const bool ok = http.listen();
-  // listen() also returns when the socket fails; make sure the signal thread can end.
-  pthread_kill(sig_thread.native_handle(), SIGTERM);
-  sig_thread.join();
+  listener.join();  // until a signal stops the server (or the socket fails)
   scheduler.stop();
-  return ok ? 0 : 1;
+  running = nullptr;
+  return listen_ok ? 0 : 1;
 }
 
 }  // namespace cedar::app

@@ -1,6 +1,8 @@
 // The `cedar` subcommands. Each lives in its own cmd_<name>.cpp and returns a process exit code.
 #pragma once
 
+#include <string>
+
 namespace cedar::app {
 
 // argv here starts at the subcommand name (argv[0] == "logits", ...).
@@ -13,5 +15,7 @@ int cmd_parse(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+// "0.2.0 (<git describe>)": the project version and the commit the build was configured at.
+std::string version_string();
 
 }  // namespace cedar::app

@@ -55,6 +55,10 @@ void keep_freed_memory() {
 
 }  // namespace
 
+std::string cedar::app::version_string() {
+  return std::string(CEDAR_VERSION) + " (" + CEDAR_GIT + ")";
+}
+
 int main(int argc, char** argv) {
   keep_freed_memory();
   if (argc < 2) {
@@ -67,7 +71,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (name == "--version" || name == "version") {
-    std::printf("cedar %s (%s)\n", CEDAR_VERSION, CEDAR_GIT);
+    std::printf("cedar %s\n", cedar::app::version_string().c_str());
     return 0;
   }
   for (const auto& c : kCommands) {

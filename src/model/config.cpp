@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/json_limits.h"
+
 namespace cedar {
 
 using nlohmann::json;
@@ -272,6 +274,9 @@ ModelConfig ModelConfig::from_file(const std::string& path) {
   ss << f.rdbuf();
   json j;
   try {
+    if (json_nesting_depth(ss.str()) > kMaxJsonDepth)
+      throw std::runtime_error(path + ": JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                               " levels");
     j = json::parse(ss.str());
   } catch (const json::exception& e) {
     throw std::runtime_error(path + ": invalid JSON: " + e.what());

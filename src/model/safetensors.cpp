@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/json_limits.h"
 #include "base/mapped_file.h"
 
 namespace cedar {
@@ -51,8 +52,11 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size,
 
   json j;
   try {
-    j = json::parse(reinterpret_cast<const char*>(data + 8),
-                    reinterpret_cast<const char*>(data + 8 + n));
+    const std::string_view text(reinterpret_cast<const char*>(data + 8), size_t(n));
+    if (json_nesting_depth(text) > kMaxJsonDepth)
+      fail(label, "safetensors header JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                      " levels");
+    j = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
     fail(label, std::string("invalid safetensors header JSON: ") + e.what());
   }
@@ -141,6 +145,8 @@ std::map<std::string, std::string> read_safetensors_index(const std::string& pat
   ss << in.rdbuf();
   json j;
   try {
+    if (json_nesting_depth(ss.str()) > kMaxJsonDepth)
+      fail(path, "JSON nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     j = json::parse(ss.str());
   } catch (const json::exception& e) {
     fail(path, std::string("invalid JSON: ") + e.what());

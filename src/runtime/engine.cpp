@@ -97,4 +97,9 @@ Prompt Engine::encode_raw(std::string_view text, bool add_bos) const {
   return p;
 }
 
+const TokenTrie& Engine::token_trie() const {
+  std::call_once(trie_once_, [this] { trie_ = std::make_unique<TokenTrie>(*tok_); });
+  return *trie_;
+}
+
 }  // namespace cedar::runtime

@@ -23,6 +23,7 @@
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "runtime/batcher.h"
+#include "runtime/json_constraint.h"
 #include "text/chat_encoder.h"
 #include "text/chat_request.h"
 #include "text/tokenizer.h"
@@ -82,6 +83,9 @@ class Engine {
   // when add_bos.
   Prompt encode_raw(std::string_view text, bool add_bos = true) const;
 
+  // The vocabulary's byte trie for constrained decoding, built on first use (thread-safe).
+  const TokenTrie& token_trie() const;
+
  private:
   Engine() = default;
   Prompt prompt_from(text::RenderResult r) const;
@@ -94,6 +98,8 @@ class Engine {
   const KernelTable* kernels_ = nullptr;
   std::vector<int32_t> stop_ids_;
   std::mutex forward_mu_;
+  mutable std::once_flag trie_once_;
+  mutable std::unique_ptr<TokenTrie> trie_;
   std::unique_ptr<ForwardBatcher> batcher_;  // declared last: stopped before the model goes
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -223,7 +224,15 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
   };
 
   bool in_reasoning = opt.parse_output && opt.parser.start == text::GenerationStart::kReasoning;
-  std::string raw;  // decoded completion, for spotting the end of the reasoning
+  // The JSON constraint covers the answer: it starts after </think> when the prompt opened the
+  // reasoning (whether or not this generator parses the output).
+  std::optional<JsonConstraint> json;
+  if (opt.json_schema)
+    json.emplace(engine_.token_trie(), engine_.tokenizer(), opt.json_schema,
+                 engine_.stop_token_ids());
+  bool constrain = json && opt.parser.start != text::GenerationStart::kReasoning;
+  std::string think_raw;  // decoded reasoning, for spotting its end (constrained requests)
+  std::string raw;        // decoded completion, for spotting the end of the reasoning
   std::unordered_map<int32_t, int> penalty_counts;  // completion tokens so far (penalties)
   const auto t1 = Clock::now();
   bool finished = false;
@@ -248,8 +257,10 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
       } else {
         if (opt.sampling.has_penalties())
           apply_penalties(std::span<float>(logits), penalty_counts, opt.sampling);
+        if (constrain) json->mask(std::span<float>(logits));
         id = sampler.sample(std::span<const float>(logits), pos);
       }
+      if (constrain) json->accept(id);
       if (opt.sampling.has_penalties()) ++penalty_counts[id];
       res.tokens.push_back(id);
       if (cb.on_token) cb.on_token(id);
@@ -262,6 +273,13 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
         break;
       }
       const std::string piece = dec.push(id);
+      if (json && !constrain) {
+        const size_t from = think_raw.size() >= text::kThinkEnd.size()
+                                ? think_raw.size() - text::kThinkEnd.size()
+                                : 0;
+        think_raw += piece;
+        constrain = think_raw.find(text::kThinkEnd, from) != std::string::npos;
+      }
       if (in_reasoning) {
         const size_t from =
             raw.size() >= text::kThinkEnd.size() ? raw.size() - text::kThinkEnd.size() : 0;

@@ -74,6 +74,9 @@ struct GenerationOptions {
   const std::vector<int32_t>* forced = nullptr;
   // >= 0: report every token's log-probability and this many alternatives (on_logprobs).
   int top_logprobs = -1;
+  // The answer (after the reasoning, if any) must be a JSON value of this schema
+  // (runtime/json_constraint.h); nullptr: unconstrained. Must outlive the generation.
+  const text::SchemaNode* json_schema = nullptr;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };

@@ -1,7 +1,7 @@
 #include "server/anthropic_api.h"
 
+#include "base/json_limits.h"
 #include "server/sse.h"
-#include "text/json_limits.h"
 
 namespace cedar::server {
 
@@ -373,7 +373,7 @@ ojson AnthropicFormat::body(const Outcome& o) const {
   if (!o.content.empty() || o.tool_calls.empty())
     content.push_back({{"type", "text"}, {"text", o.content}});
   for (const auto& c : o.tool_calls) {
-    ojson input = text::parse_untrusted_json(c.arguments);
+    ojson input = parse_untrusted_json(c.arguments);
     if (!input.is_object()) input = ojson::object();
     content.push_back({{"type", "tool_use"}, {"id", c.id}, {"name", c.name}, {"input", input}});
   }

@@ -100,6 +100,22 @@ void refuse_images(const text::ChatRequest& req) {
   }
 }
 
+// response_format json_object / json_schema -> the schema the answer is constrained to (the
+// parser has validated the shape; the prompt also carries the format, as the release does).
+std::shared_ptr<const text::JsonSchema> response_schema(const ojson& body) {
+  const auto it = body.find("response_format");
+  if (it == body.end() || !it->is_object()) return nullptr;
+  const std::string type = it->value("type", "");
+  if (type == "json_object")
+    return std::make_shared<text::JsonSchema>(text::JsonSchema::any_object());
+  if (type != "json_schema") return nullptr;
+  const auto js = it->find("json_schema");
+  if (js == it->end() || !js->is_object() || !js->contains("schema"))
+    throw ApiError(400, "response_format.json_schema.schema is required", "response_format");
+  return std::make_shared<text::JsonSchema>(
+      text::JsonSchema::compile((*js)["schema"], "response_format.json_schema.schema"));
+}
+
 }  // namespace
 
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
@@ -111,6 +127,7 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
   r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
   const text::ChatRequest req = text::parse_chat_request(body);
   refuse_images(req);
+  r.spec.json_schema = response_schema(body);
   runtime::Prompt p;
   try {
     p = ctx.engine.render_chat(req);

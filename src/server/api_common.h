@@ -13,6 +13,7 @@
 #include "server/completion.h"
 #include "server/job.h"
 #include "server/metrics.h"
+#include "server/request_log.h"
 #include "server/request_options.h"
 #include "server/scheduler.h"
 
@@ -27,7 +28,11 @@ struct ServerConfig {
   // max_tokens of a request that sets none (0: until the context is full). Without a cap a
   // request that forgot it holds its slot through the whole 1M context.
   int64_t default_max_tokens = 32768;
-  bool prefix_cache = false;  // reported by /health
+  bool prefix_cache = false;                // reported by /health
+  LogFormat log_format = LogFormat::kText;  // the request log on stderr
+  // CORS (--cors): the origin browsers may call from ("*": any); "" = no CORS headers, so that
+  // a web page elsewhere cannot drive a local server through the visitor's browser
+  std::string cors_origin;
 };
 
 struct ApiContext {

@@ -5,17 +5,23 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/json_limits.h"
 #include "server/anthropic_api.h"
 #include "server/openai_api.h"
+#include "server/request_aliases.h"
 #include "server/responses_api.h"
 #include "server/sse.h"
-#include "text/json_limits.h"
+#include "server/webui.h"
 
 namespace cedar::server {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Set by a generation handler that logs its own request when the response ends (with tokens and
+// timings); the httplib logger, called on the same connection thread, then skips it.
+thread_local bool t_logged_at_end = false;
 
 bool is_anthropic_path(const std::string& path) {
   return path.rfind("/anthropic/", 0) == 0 || path.rfind("/v1/messages", 0) == 0;
@@ -71,7 +77,7 @@ std::string read_body(const httplib::Request& req, const httplib::ContentReader&
 ojson parse_body(const std::string& text) {
   if (text.empty()) throw ApiError(400, "the request body is empty: expected a JSON object");
   std::string why;
-  ojson body = text::parse_untrusted_json(text, &why);
+  ojson body = parse_untrusted_json(text, &why);
   if (body.is_discarded()) throw ApiError(400, "Invalid JSON in the request body: " + why);
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   return body;
@@ -95,6 +101,15 @@ struct Streaming {
   std::chrono::milliseconds keepalive{2000};
   Clock::time_point last_write = Clock::now();
   std::vector<CompletionEvent> evs;
+  // Called once when the response has ended: `completed` false when the client went away first
+  // (the request's log line and latency figures).
+  std::function<void(const Streaming&, bool completed)> on_end;
+  bool ended = false;
+  void end(bool completed) {
+    if (ended) return;
+    ended = true;
+    if (on_end) on_end(*this, completed);
+  }
 
   // The next piece of the body: frames (streaming) or, at the end, the JSON body (non-streaming);
   // a keep-alive when nothing was written for `keepalive`. A non-streaming body writes nothing
@@ -147,6 +162,7 @@ void serve_job(httplib::Response& res, std::shared_ptr<Streaming> st) {
         send_error(res, ApiError(500, o.error), st->fmt->flavor());
       else
         send_json(res, 200, st->fmt->body(o));
+      st->end(true);
       return;
     }
   } else {
@@ -171,6 +187,7 @@ void serve_job(httplib::Response& res, std::shared_ptr<Streaming> st) {
       },
       [st](bool success) {
         if (!success || !st->done) st->job->cancel();
+        st->end(success && st->done);
       });
 }
 
@@ -181,13 +198,10 @@ const char* endpoint_name(int e) {
 
 }  // namespace
 
-HttpServer::HttpServer(runtime::Engine& engine, Scheduler& scheduler, Metrics& metrics,
-                       ServerConfig cfg, int http_threads)
-    : engine_(engine),
-      scheduler_(scheduler),
-      metrics_(metrics),
+HttpServer::HttpServer(Metrics& metrics, ServerConfig cfg, int http_threads)
+    : metrics_(metrics),
       cfg_(std::move(cfg)),
-      ctx_{engine_, scheduler_, metrics_, cfg_},
+      log_(cfg_.log_format),
       http_(std::make_unique<httplib::Server>()) {
   const size_t n = size_t(std::max(4, http_threads));
   http_->new_task_queue = [n] { return new httplib::ThreadPool(n); };
@@ -219,6 +233,13 @@ int HttpServer::bind(const std::string& host, int port) {
   return port;
 }
 
+void HttpServer::attach(runtime::Engine& engine, Scheduler& scheduler, bool prefix_cache) {
+  if (ctx_) throw std::logic_error("HttpServer::attach called twice");
+  cfg_.prefix_cache = prefix_cache;
+  ctx_.emplace(ApiContext{engine, scheduler, metrics_, cfg_});
+  ready_.store(true, std::memory_order_release);
+}
+
 bool HttpServer::listen() { return http_->listen_after_bind(); }
 
 void HttpServer::stop() {
@@ -230,10 +251,32 @@ void HttpServer::routes() {
   using httplib::Request;
   using httplib::Response;
 
-  // API key on everything but the health check.
+  // One log line per request: generations log theirs when the response ends (Streaming::end).
+  s.set_logger([this](const Request& req, const Response& res) {
+    if (std::exchange(t_logged_at_end, false)) return;
+    RequestRecord rec;
+    rec.method = req.method;
+    rec.path = req.path;
+    rec.remote = req.remote_addr;
+    rec.status = res.status;
+    log_.request(rec);
+  });
+
+  // API key on everything but the health check (and CORS preflights, which carry no key);
+  // nothing but the health check while loading.
   s.set_pre_routing_handler([this](const Request& req, Response& res) {
-    if (req.path == "/health" || authorized(req, cfg_.api_key))
+    // the health check and the chat page (static; it sends the key with its API calls) are open
+    if (req.path == "/health" || (req.path == "/" && req.method == "GET"))
       return httplib::Server::HandlerResponse::Unhandled;
+    if (req.method == "OPTIONS" && !cfg_.cors_origin.empty())
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (!ready_.load(std::memory_order_acquire)) {
+      res.set_header("Retry-After", "5");
+      send_error(res, ApiError(503, "the model is still loading; retry in a few seconds"),
+                 flavor_of(req.path));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (authorized(req, cfg_.api_key)) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res,
                ApiError(401,
                         "Authentication Fails: a valid API key is required (Authorization: Bearer "
@@ -273,18 +316,43 @@ void HttpServer::routes() {
     send_error(res, ApiError(500, msg), flavor_of(req.path));
   });
 
+  if (!cfg_.cors_origin.empty()) {
+    s.set_post_routing_handler([this](const Request&, Response& res) {
+      res.set_header("Access-Control-Allow-Origin", cfg_.cors_origin);
+      if (cfg_.cors_origin != "*") res.set_header("Vary", "Origin");
+    });
+    s.Options(R"(/.*)", [](const Request&, Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, x-api-key, anthropic-version, "
+                     "anthropic-beta, OpenAI-Organization, OpenAI-Project, x-stainless-*");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+  }
+  s.Get("/", [](const Request&, Response& res) {
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    const std::string_view page = webui_index_html();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
   s.Get("/health", [this](const Request&, Response& res) {
+    if (!ready_.load(std::memory_order_acquire)) {
+      send_json(res, 503, {{"status", "loading"}, {"model", cfg_.model_name}});
+      return;
+    }
     send_json(res, 200,
               {{"status", "ok"},
                {"model", cfg_.model_name},
-               {"active", scheduler_.active()},
-               {"queued", scheduler_.queued()},
-               {"ctx_size", scheduler_.ctx_size()},
+               {"active", scheduler().active()},
+               {"queued", scheduler().queued()},
+               {"ctx_size", scheduler().ctx_size()},
                {"prefix_cache", cfg_.prefix_cache}});
   });
   s.Get("/metrics", [this](const Request&, Response& res) {
-    metrics_.set_queue(scheduler_.queued(), scheduler_.active());
-    metrics_.set_batch(engine_.batcher_stats());
+    metrics_.set_queue(scheduler().queued(), scheduler().active());
+    metrics_.set_batch(engine().batcher_stats());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   for (const char* p : {"/v1/models", "/models"})
@@ -304,7 +372,8 @@ void HttpServer::routes() {
         switch (ep) {
           case Endpoint::kChat: {
             const std::string id = new_id("chatcmpl-");
-            p = prepare_chat(ctx_, body, id, "call_" + id.substr(9) + "_");
+            warn_ignored_fields(body, [this](const std::string& m) { log_.warn(m); });
+            p = prepare_chat(*ctx_, apply_chat_aliases(body), id, "call_" + id.substr(9) + "_");
             st->fmt = std::make_unique<ChatCompletionFormat>(
                 p.id, p.model, p.created,
                 p.spec.setup.parser.start == text::GenerationStart::kReasoning,
@@ -312,26 +381,44 @@ void HttpServer::routes() {
             break;
           }
           case Endpoint::kCompletion:
-            p = prepare_completion(ctx_, body, new_id("cmpl-"));
+            p = prepare_completion(*ctx_, body, new_id("cmpl-"));
             st->fmt = std::make_unique<CompletionFormat>(p.id, p.model, p.created,
                                                          p.opts.include_usage, p.opts.logprobs);
             break;
           case Endpoint::kResponses: {
             const std::string id = new_id("resp_");
-            p = prepare_chat(ctx_, responses_to_chat(body), id, "call_" + id.substr(5) + "_");
+            p = prepare_chat(*ctx_, responses_to_chat(body), id, "call_" + id.substr(5) + "_");
             st->fmt = std::make_unique<ResponsesFormat>(p.id, p.model, p.created, body);
             break;
           }
           case Endpoint::kAnthropic: {
             const std::string id = new_id("msg_");
-            p = prepare_chat(ctx_, anthropic_to_chat(body), id, "toolu_" + id.substr(4) + "_");
+            p = prepare_chat(*ctx_, anthropic_to_chat(body), id, "toolu_" + id.substr(4) + "_");
             st->fmt = std::make_unique<AnthropicFormat>(p.id, p.model);
             break;
           }
         }
         st->stream = p.opts.stream;
         st->job = std::make_shared<Job>(std::move(p.spec));
-        scheduler_.submit(st->job);
+        scheduler().submit(st->job);
+        RequestRecord rec;
+        rec.method = req.method;
+        rec.path = req.path;
+        rec.remote = req.remote_addr;
+        st->on_end = [this, rec](const Streaming& s, bool completed) mutable {
+          const Outcome o = s.job->outcome();
+          rec.status = o.finish == Finish::kError ? 500 : 200;
+          rec.seconds = s.job->seconds_to_done();
+          rec.ttft_seconds = s.job->seconds_to_first_token();
+          rec.prompt_tokens = o.usage.prompt_tokens;
+          rec.cached_tokens = o.usage.cached_tokens;
+          rec.completion_tokens = o.usage.completion_tokens;
+          rec.finish = completed ? openai_finish_reason(o.finish) : "client-gone";
+          if (completed && rec.status == 200)
+            metrics_.observe_generation(rec.seconds, rec.ttft_seconds);
+          log_.request(rec);
+        };
+        t_logged_at_end = true;
         serve_job(res, st);
       } catch (const ApiError& e) {
         send_error(res, e, flavor);
@@ -361,7 +448,7 @@ void HttpServer::routes() {
       if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not needed to count
       ojson chat = anthropic_to_chat(b);
       (void)require_model(chat);
-      const runtime::Prompt p = engine_.render_chat(text::parse_chat_request(chat));
+      const runtime::Prompt p = engine().render_chat(text::parse_chat_request(chat));
       send_json(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
     } catch (const ApiError& e) {
       send_error(res, e, ApiFlavor::kAnthropic);

@@ -4,10 +4,13 @@
 // response, cancelling the job when the client goes away.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "server/api_common.h"
+#include "server/request_log.h"
 
 namespace httplib {
 class Server;
@@ -17,12 +20,15 @@ namespace cedar::server {
 
 class HttpServer {
  public:
-  HttpServer(runtime::Engine& engine, Scheduler& scheduler, Metrics& metrics, ServerConfig cfg,
-             int http_threads);
+  // The server answers from bind() on: while the model loads, /health is 503 {"status":
+  // "loading"} and every other route a 503 that says so, until attach() hands it the engine.
+  HttpServer(Metrics& metrics, ServerConfig cfg, int http_threads);
   ~HttpServer();
 
   // Binds host:port (port 0: any free port). Returns the port; throws std::runtime_error.
   int bind(const std::string& host, int port);
+  // The loaded model: from now on every route is served. Call once.
+  void attach(runtime::Engine& engine, Scheduler& scheduler, bool prefix_cache);
   // Serves until stop(). Returns false if the listener failed.
   bool listen();
   void stop();
@@ -30,12 +36,14 @@ class HttpServer {
  private:
   enum class Endpoint { kChat, kCompletion, kResponses, kAnthropic };
   void routes();
+  runtime::Engine& engine() const { return ctx_->engine; }
+  Scheduler& scheduler() const { return ctx_->scheduler; }
 
-  runtime::Engine& engine_;
-  Scheduler& scheduler_;
   Metrics& metrics_;
   ServerConfig cfg_;
-  ApiContext ctx_;
+  std::optional<ApiContext> ctx_;  // set by attach()
+  std::atomic<bool> ready_{false};
+  RequestLog log_;
   std::unique_ptr<httplib::Server> http_;
 };
 

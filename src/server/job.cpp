@@ -6,7 +6,12 @@ void Job::push(std::vector<CompletionEvent>* events) {
   if (events->empty()) return;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    for (auto& e : *events) queue_.push_back(std::move(e));
+    for (auto& e : *events) {
+      using K = CompletionEvent::Kind;
+      if (!first_token_ && e.kind != K::kStarted && e.kind != K::kLogprob)
+        first_token_ = Clock::now();
+      queue_.push_back(std::move(e));
+    }
   }
   events->clear();
   cv_.notify_all();
@@ -17,6 +22,7 @@ void Job::done(Outcome outcome) {
     std::lock_guard<std::mutex> lk(mu_);
     outcome_ = std::move(outcome);
     finished_ = true;
+    done_at_ = Clock::now();
     CompletionEvent e;
     e.kind = CompletionEvent::Kind::kDone;
     queue_.push_back(std::move(e));
@@ -35,6 +41,16 @@ bool Job::wait(std::vector<CompletionEvent>* out, std::chrono::milliseconds time
 bool Job::finished() const {
   std::lock_guard<std::mutex> lk(mu_);
   return finished_;
+}
+
+double Job::seconds_to_first_token() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return first_token_ ? std::chrono::duration<double>(*first_token_ - created_).count() : -1.0;
+}
+
+double Job::seconds_to_done() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_at_ ? std::chrono::duration<double>(*done_at_ - created_).count() : -1.0;
 }
 
 Outcome Job::outcome() const {

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 #include "runtime/sampler.h"
 #include "server/completion.h"
+#include "text/json_grammar.h"
 
 namespace cedar::server {
 
@@ -25,6 +27,8 @@ struct JobSpec {
   // prompt is still prefilled by the model; then these ids are emitted instead of samples.
   std::optional<std::vector<int32_t>> forced;
   int top_logprobs = -1;  // >= 0: report log-probabilities (runtime::GenerationOptions)
+  // response_format json_object / json_schema: the answer is constrained to it
+  std::shared_ptr<const text::JsonSchema> json_schema;
 };
 
 class Job {
@@ -50,6 +54,10 @@ class Job {
   bool wait(std::vector<CompletionEvent>* out, std::chrono::milliseconds timeout);
   bool finished() const;
   Outcome outcome() const;  // meaningful once finished()
+  // Seconds from the job's creation to its first answer event (text or a tool call; -1: none
+  // yet) and to done() (-1: not done).
+  double seconds_to_first_token() const;
+  double seconds_to_done() const;
 
  private:
   JobSpec spec_;
@@ -60,6 +68,9 @@ class Job {
   std::vector<CompletionEvent> queue_;
   bool finished_ = false;
   Outcome outcome_;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point created_ = Clock::now();
+  std::optional<Clock::time_point> first_token_, done_at_;  // guarded by mu_
 };
 
 }  // namespace cedar::server

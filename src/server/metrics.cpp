@@ -35,6 +35,35 @@ double Metrics::decode_rate(double window_seconds) const {
   return double(n) / window_seconds;
 }
 
+void Histogram::observe(double seconds) {
+  int b = 0;
+  while (b < kBuckets && seconds > kBounds[b]) ++b;
+  std::lock_guard<std::mutex> lk(mu_);
+  counts_[b]++;
+  sum_ += seconds;
+  n_++;
+}
+
+std::string Histogram::prometheus(const char* name, const char* help) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::string s = std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  char line[256];
+  int64_t cum = 0;
+  for (int b = 0; b <= kBuckets; ++b) {
+    cum += counts_[b];
+    if (b < kBuckets)
+      std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %lld\n", name, kBounds[b],
+                    static_cast<long long>(cum));
+    else
+      std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %lld\n", name,
+                    static_cast<long long>(cum));
+    s += line;
+  }
+  std::snprintf(line, sizeof line, "%s_sum %.6f\n%s_count %lld\n", name, sum_, name,
+                static_cast<long long>(n_));
+  return s + line;
+}
+
 std::string Metrics::prometheus() const {
   std::string s;
   char line[512];
@@ -81,6 +110,10 @@ std::string Metrics::prometheus() const {
         double(b.max_calls));
   gauge("cedar_decode_tokens_per_second", "Generated tokens per second over the last 10 s.",
         decode_rate(10.0));
+  s += latency_.prometheus("cedar_request_duration_seconds",
+                           "Generation requests from arrival to their last token.");
+  s += ttft_.prometheus("cedar_time_to_first_token_seconds",
+                        "Generation requests from arrival to their first answer token.");
   return s;
 }
 

@@ -16,8 +16,30 @@
 
 namespace cedar::server {
 
+// A Prometheus histogram of seconds with fixed buckets (0.05 s .. 600 s).
+class Histogram {
+ public:
+  void observe(double seconds);
+  // the _bucket, _sum and _count lines of `name`, with HELP and TYPE
+  std::string prometheus(const char* name, const char* help) const;
+
+ private:
+  static constexpr double kBounds[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+  static constexpr int kBuckets = int(sizeof(kBounds) / sizeof(kBounds[0]));
+  mutable std::mutex mu_;
+  int64_t counts_[kBuckets + 1] = {};  // the last one: above every bound
+  double sum_ = 0;
+  int64_t n_ = 0;
+};
+
 class Metrics {
  public:
+  // A finished generation request: its latency and, when it produced any, its time to the
+  // first token.
+  void observe_generation(double seconds, double ttft_seconds) {
+    latency_.observe(seconds);
+    if (ttft_seconds >= 0) ttft_.observe(ttft_seconds);
+  }
   void request_done(const std::string& endpoint, int status);
   void add_prompt(int64_t prompt_tokens, int64_t cached_tokens);
   void add_completion_tokens(int64_t n);  // also feeds the decode-rate window
@@ -49,6 +71,7 @@ class Metrics {
   std::atomic<int64_t> cancelled_{0};
   std::atomic<int> queued_{0}, active_{0};
   runtime::BatcherStats batch_;  // guarded by mu_
+  Histogram latency_, ttft_;
 };
 
 }  // namespace cedar::server

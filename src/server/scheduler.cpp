@@ -181,6 +181,8 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   // Test hook: the forced ids replace the sampled ones and run through the model like them.
   if (spec.forced) opt.forced = &*spec.forced;
   opt.top_logprobs = spec.top_logprobs;
+  opt.parser.start = spec.setup.parser.start;  // where the answer (and its constraint) starts
+  opt.json_schema = spec.json_schema ? spec.json_schema->root() : nullptr;
 
   bool started = false;
   auto start = [&] {

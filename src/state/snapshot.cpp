@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -69,6 +70,40 @@ class Reader {
 
 [[noreturn]] void layout_error(const std::string& label, const std::string& msg) {
   throw SnapshotError(SnapshotError::Reason::kLayout, label + ": " + msg);
+}
+
+// The values a writer with a valid checksum could still get wrong (a scrambled unit re-summed,
+// a bug): quantizers never produce NaN codes (E4M3 0x7F/0xFF, UE8M0 0xFF), the compressor tails
+// are finite, the Engram history holds ids of the vocabulary. Only the rows this unit adds are
+// read (its base was checked when it was loaded).
+bool nan_e4m3(uint8_t c) { return (c & 0x7F) == 0x7F; }
+
+void check_values(const SequenceState& st, const ModelConfig& cfg, int64_t base_tokens,
+                  bool with_window, const std::string& label) {
+  for (const int32_t id : st.engram_history)
+    if (id < 0 || id >= cfg.vocab_size)
+      layout_error(label, "Engram history id " + std::to_string(id) + " is outside the vocabulary");
+  for (size_t l = 0; l < st.compressed.size(); ++l) {
+    const CompressedKv& c = st.compressed[l];
+    if (c.ratio == 0) continue;
+    const size_t r0 = size_t(base_tokens / c.ratio), n = size_t(c.n_rows);
+    const std::string where = "layer " + std::to_string(l) + ": ";
+    for (size_t i = r0 * size_t(c.head_dim / 16); i < n * size_t(c.head_dim / 16); ++i)
+      if (nan_e4m3(c.kv_scale[i])) layout_error(label, where + "NaN compressed KV scale");
+    for (size_t i = r0 * size_t(c.index_head_dim / 32); i < n * size_t(c.index_head_dim / 32); ++i)
+      if (c.ik_scale[i] == 0xFF) layout_error(label, where + "NaN index key scale");
+    const size_t tail = size_t(c.n_tail) * size_t(c.head_dim);
+    for (size_t i = 0; i < tail; ++i)
+      if (!std::isfinite(c.tail_k[i]) || !std::isfinite(c.tail_z[i]))
+        layout_error(label, where + "non-finite compressor tail");
+  }
+  if (!with_window) return;
+  for (size_t l = 0; l < st.window.size(); ++l) {
+    for (const uint8_t c : st.window[l].codes)
+      if (nan_e4m3(c)) layout_error(label, "layer " + std::to_string(l) + ": NaN window code");
+    for (const uint8_t s : st.window[l].scales)
+      if (s == 0xFF) layout_error(label, "layer " + std::to_string(l) + ": NaN window scale");
+  }
 }
 
 std::array<uint8_t, 32> checksum_of(const uint8_t* header, const uint8_t* payload, size_t n) {
@@ -422,6 +457,7 @@ SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelC
     st.drop_window();  // rings empty: Transformer::replay() must run before the next forward
   }
   if (r.left() != 0) layout_error(label, std::to_string(r.left()) + " unread payload bytes");
+  check_values(st, cfg, h.base_tokens, h.has_window, label);
   return u;
 }
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "text/json_limits.h"
+#include "base/json_limits.h"
 
 namespace cedar::text {
 

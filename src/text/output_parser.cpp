@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-#include "text/json_limits.h"
+#include "base/json_limits.h"
 #include "text/utf8.h"
 
 namespace cedar::text {

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "base/json_limits.h"
 #include "text/byte_level.h"
 #include "text/utf8.h"
 
@@ -87,6 +88,9 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& or
     return true;
   };
   nlohmann::json j;
+  if (json_nesting_depth(text) > kMaxJsonDepth)
+    throw std::runtime_error(origin + ": JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+                             " levels");
   try {
     j = nlohmann::json::parse(text, callback);
   } catch (const nlohmann::json::exception& e) {

@@ -1,10 +1,13 @@
 // A bounded mixed load on loopback: 80 requests from 8 concurrent workers, 10% malformed (bad
-// JSON, wrong types, a body over --max-body, a client that disconnects mid-stream). Every valid
-// request must be answered completely, every malformed one must get a 4xx (or be dropped by the
-// client itself), the disconnected generation must be cancelled, and the server must exit
-// cleanly afterwards (0 crashes).
+// JSON, wrong types, a body over --max-body, 20,000 levels of nesting, 1e999, an image, a client
+// that disconnects mid-stream, one that leaves a non-streaming answer), while 32 clients trickle
+// their headers a byte a second. Every valid request must be answered completely, every
+// malformed one must get a 4xx (or be dropped by the client itself), both abandoned generations
+// must be cancelled, and the server must exit cleanly afterwards (0 crashes).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
 import { startServer, post, parseSse } from './helpers.mjs';
 
 let server;
@@ -21,8 +24,10 @@ const TOTAL = 80;
 const WORKERS = 8;
 
 function kindOf(i) {
-  // Every 10th request is malformed, rotating through the four kinds.
-  if (i % 10 === 9) return ['bad-json', 'wrong-type', 'huge', 'disconnect'][(i / 10 | 0) % 4];
+  // Every 10th request is malformed, each of the eight kinds once.
+  if (i % 10 === 9)
+    return ['bad-json', 'wrong-type', 'huge', 'disconnect', 'deep', 'overflow', 'image',
+            'leaver'][(i / 10 | 0) % 8];
   return ['chat', 'chat-stream', 'anthropic-stream', 'forced-tool'][i % 4];
 }
 
@@ -84,6 +89,34 @@ async function run(i) {
       }
       return 'malformed';
     }
+    case 'deep': {
+      const r = await post(chat, '{"model":"m","messages":' + '['.repeat(20000) + ']'.repeat(20000) + '}');
+      assert.equal(r.status, 400);
+      assert.match(r.json.error.message, /nested deeper than 128 levels/);
+      return 'malformed';
+    }
+    case 'overflow': {
+      const r = await post(chat, `{"model":"m","messages":${JSON.stringify(MSG(i))},"max_tokens":1e999}`);
+      assert.equal(r.status, 400, r.text);
+      return 'malformed';
+    }
+    case 'image': {
+      const r = await post(chat, { model: 'm', messages: [{ role: 'user', content: [
+        { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] }] });
+      assert.equal(r.status, 400, r.text);
+      return 'malformed';
+    }
+    case 'leaver': {
+      // a non-streaming generation whose client closes its socket after 300 ms
+      await new Promise((resolve) => {
+        const req = http.request(chat, { method: 'POST', headers: { 'content-type': 'application/json' } },
+                                 (res) => res.resume());
+        req.on('error', () => {});
+        req.end(JSON.stringify({ model: 'm', messages: MSG(i), max_tokens: 4000 }));
+        setTimeout(() => { req.destroy(); resolve(); }, 300);
+      });
+      return 'malformed';
+    }
     case 'disconnect': {
       const ac = new AbortController();
       const res = await fetch(chat, {
@@ -100,7 +133,16 @@ async function run(i) {
   throw new Error('unreachable');
 }
 
-test(`${TOTAL} requests, 10% malformed: 0 crashes, every valid request answered`, async () => {
+test(`${TOTAL} requests, 10% malformed, slow clients: 0 crashes, every valid request answered`, async () => {
+  const slow = [];
+  for (let i = 0; i < 32; i++) {
+    const s = net.connect(server.port, '127.0.0.1');
+    s.on('error', () => {});
+    s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
+    slow.push(s);
+  }
+  const trickle = setInterval(() => { for (const s of slow) s.write('X'); }, 1000);
+  const t0 = Date.now();
   let next = 0;
   const results = { valid: 0, malformed: 0 };
   const worker = async () => {
@@ -109,7 +151,15 @@ test(`${TOTAL} requests, 10% malformed: 0 crashes, every valid request answered`
       results[await run(i)]++;
     }
   };
-  await Promise.all(Array.from({ length: WORKERS }, worker));
+  try {
+    await Promise.all(Array.from({ length: WORKERS }, worker));
+  } finally {
+    clearInterval(trickle);
+    for (const s of slow) s.destroy();
+  }
+  console.log(`[ info ] mixed load: ${results.valid} valid answered, ${results.malformed} ` +
+              `malformed refused or abandoned, 32 slow-header clients, ` +
+              `${((Date.now() - t0) / 1000).toFixed(1)} s`);
   assert.equal(results.valid, 72);
   assert.equal(results.malformed, 8);
 
@@ -120,7 +170,7 @@ test(`${TOTAL} requests, 10% malformed: 0 crashes, every valid request answered`
     cancelled = Number(m.match(/cedar_requests_cancelled_total (\d+)/)[1]);
     if (cancelled < 2) await new Promise((r) => setTimeout(r, 200));
   }
-  assert.equal(cancelled, 2, 'both disconnected streams were cancelled');
+  assert.equal(cancelled, 2, 'the abandoned stream and non-streaming answer were cancelled');
   const h = await (await fetch(server.url + '/health')).json();
   assert.equal(h.status, 'ok');
 });

@@ -57,6 +57,13 @@ class DiskCacheTest : public ::testing::Test {
   // history and window of its own.
   SequenceState state(int64_t n) const {
     std::mt19937 rng(77);
+    // random codes, never the NaN codes 0x7F / 0xFF that no quantizer writes (refused on load)
+    auto code = [&rng] {
+      uint8_t b;
+      do b = uint8_t(rng());
+      while ((b & 0x7F) == 0x7F);
+      return b;
+    };
     SequenceState st(cfg_);
     st.n_tokens = st.dec_tokens = n;
     for (auto& c : st.compressed) {
@@ -65,7 +72,7 @@ class DiskCacheTest : public ::testing::Test {
           ip(size_t(c.index_head_dim / 2)), is(size_t(c.index_head_dim / 32));
       for (int64_t r = 0; r < 1000 / c.ratio; ++r) {
         for (auto* v : {&kp, &ks, &ip, &is})
-          for (auto& b : *v) b = uint8_t(rng());
+          for (auto& b : *v) b = code();
         if (r < n / c.ratio) c.append(kp.data(), ks.data(), ip.data(), is.data());
       }
       c.n_tail = int(n % c.ratio);
@@ -75,7 +82,7 @@ class DiskCacheTest : public ::testing::Test {
     for (int i = 0; i < std::min<int64_t>(n, cfg_.engram_max_ngram_size - 1); ++i)
       st.engram_history.push_back(int32_t(rng() % 1000));
     for (auto& w : st.window)
-      for (auto& b : w.codes) b = uint8_t(rng());
+      for (auto& b : w.codes) b = code();
     return st;
   }
   std::span<const int32_t> prefix(int64_t n) const { return {ids_.data(), size_t(n)}; }

@@ -131,6 +131,31 @@ TEST_F(RunCli, InteractiveChatKeepsTheHistory) {
   EXPECT_NE(r.err.find("unknown command /bogus"), std::string::npos);
 }
 
+// Multi-line turns: a trailing backslash continues the line, a """ block is one message. The
+// prompt of a two-line turn is longer than that of the same words on one line would be by the
+// newline's token at least, and a block's lines all reach the model as one turn (one stats line).
+TEST_F(RunCli, MultiLineTurnsAndHelp) {
+  const std::string flags = "-m " + model_ + " -n 2 --temp 0 --nothink --exact-prefill";
+  const RunResult one = cedar_run(flags, "alpha beta gamma\n/exit\n");
+  const RunResult cont = cedar_run(flags, "alpha \\\nbeta \\\ngamma\n/help\n/exit\n");
+  const RunResult block = cedar_run(flags, "\"\"\"\nalpha\nbeta\ngamma\n\"\"\"\n/exit\n");
+  for (const RunResult* r : {&one, &cont, &block}) ASSERT_EQ(r->status, 0) << r->err;
+  auto prompts = [](const std::string& err) {
+    std::vector<int> n;
+    for (auto it = std::sregex_iterator(err.begin(), err.end(), kStats);
+         it != std::sregex_iterator(); ++it)
+      n.push_back(std::stoi((*it)[1].str()));
+    return n;
+  };
+  const auto p1 = prompts(one.err), pc = prompts(cont.err), pb = prompts(block.err);
+  ASSERT_EQ(p1.size(), 1u) << one.err;
+  ASSERT_EQ(pc.size(), 1u) << cont.err;  // three lines, one turn
+  ASSERT_EQ(pb.size(), 1u) << block.err;
+  EXPECT_GE(pc[0], p1[0]);  // the line breaks are in the message
+  EXPECT_GE(pb[0], p1[0]);
+  EXPECT_NE(cont.err.find("/reset       forget the conversation"), std::string::npos) << cont.err;
+}
+
 TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
   struct Case {
     std::string args, needle;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,11 +42,17 @@ ModelFingerprint fp_of(uint8_t seed) {
   return f;
 }
 
-// A state after n tokens with random bytes everywhere a real forward would write.
+// A state after n tokens with random bytes everywhere a real forward would write (never the NaN
+// codes 0x7F / 0xFF, which no quantizer produces: deserialization refuses them).
 SequenceState random_state(const ModelConfig& cfg, int64_t n, std::vector<int32_t>* tokens,
                            unsigned seed) {
   std::mt19937 rng(seed);
-  auto byte = [&] { return uint8_t(rng() & 0xFF); };
+  auto byte = [&] {
+    uint8_t b;
+    do b = uint8_t(rng() & 0xFF);
+    while ((b & 0x7F) == 0x7F);
+    return b;
+  };
   SequenceState st(cfg);
   st.n_tokens = st.dec_tokens = n;
   tokens->resize(size_t(n));
@@ -254,6 +261,56 @@ TEST(Snapshot, RefusesAnyFlippedByteByChecksum) {
   auto bad_magic = good;
   bad_magic[0] = 'X';
   EXPECT_EQ(refusal(bad_magic, cfg, fp_of(1)), SnapshotError::Reason::kMagic);
+}
+
+// A unit whose checksum is right but whose values no forward could have written (a scrambled
+// unit re-summed) is refused before anything is restored or chained on it.
+TEST(Snapshot, RefusesNaNCodesAndNonFiniteTailsBehindAValidChecksum) {
+  const ModelConfig cfg = tiny();
+  std::vector<int32_t> toks;
+  const SequenceState good = random_state(cfg, 301, &toks, 4);
+  auto refused = [&](const SequenceState& st, bool window, const char* what) {
+    const auto bytes = serialize_snapshot(st, toks, fp_of(1), window);  // checksum recomputed
+    try {
+      deserialize_snapshot(bytes.data(), bytes.size(), cfg, fp_of(1), "u");
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const SnapshotError& e) {
+      EXPECT_EQ(e.reason(), SnapshotError::Reason::kLayout) << what;
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  size_t src = 0;
+  while (good.compressed[src].ratio == 0) ++src;
+  {
+    SequenceState st = good;
+    st.compressed[src].kv_scale.back() = 0x7F;
+    refused(st, false, "NaN compressed KV scale");
+  }
+  {
+    SequenceState st = good;
+    st.compressed[src].ik_scale[3] = 0xFF;
+    refused(st, false, "NaN index key scale");
+  }
+  for (auto& c : good.compressed)
+    if (c.n_tail > 0) {
+      SequenceState st = good;
+      st.compressed[size_t(&c - good.compressed.data())].tail_z[0] = NAN;
+      refused(st, false, "non-finite compressor tail");
+      break;
+    }
+  {
+    SequenceState st = good;
+    st.window[2].codes[17] = 0xFF;
+    refused(st, true, "NaN window code");
+    const auto bytes = serialize_snapshot(st, toks, fp_of(1), false);  // without the window: fine
+    EXPECT_NO_THROW(deserialize_snapshot(bytes.data(), bytes.size(), cfg, fp_of(1), "u"));
+  }
+  ASSERT_FALSE(good.engram_history.empty());
+  {
+    SequenceState st = good;
+    st.engram_history[0] = int32_t(cfg.vocab_size);
+    refused(st, false, "Engram history id");
+  }
 }
 
 TEST(Snapshot, RefusesTruncatedAndPaddedFiles) {

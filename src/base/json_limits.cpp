@@ -1,6 +1,8 @@
-#include "text/json_limits.h"
+#include "base/json_limits.h"
 
-namespace cedar::text {
+namespace cedar {
+
+using ojson = nlohmann::ordered_json;
 
 int json_nesting_depth(std::string_view text, int limit) {
   int depth = 0, deepest = 0;
@@ -56,4 +58,4 @@ ojson parse_untrusted_json(std::string_view text, std::string* error, int max_de
   return v;
 }
 
-}  // namespace cedar::text
+}  // namespace cedar

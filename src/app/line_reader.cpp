@@ -1,0 +1,74 @@
+#include "app/line_reader.h"
+
+#include <editline/readline.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+namespace cedar::app {
+
+namespace {
+
+constexpr int kHistoryLines = 1000;
+
+std::string history_file() {
+  if (const char* p = std::getenv("CEDAR_HISTORY"); p && *p) return p;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cedar_history";
+  return {};
+}
+
+}  // namespace
+
+LineReader::LineReader(bool terminal) : terminal_(terminal) {
+  if (!terminal_) return;
+  history_path_ = history_file();
+  using_history();
+  stifle_history(kHistoryLines);
+  if (!history_path_.empty()) read_history(history_path_.c_str());
+}
+
+LineReader::~LineReader() {
+  if (terminal_ && !history_path_.empty()) write_history(history_path_.c_str());
+}
+
+std::optional<std::string> LineReader::line(const char* prompt) {
+  if (!terminal_) {
+    std::string s;
+    if (!std::getline(std::cin, s)) return std::nullopt;
+    if (!s.empty() && s.back() == '\r') s.pop_back();
+    return s;
+  }
+  char* p = readline(prompt);
+  if (!p) return std::nullopt;  // Ctrl-D
+  std::string s(p);
+  std::free(p);
+  return s;
+}
+
+std::optional<std::string> LineReader::next() {
+  auto first = line("> ");
+  if (!first) return std::nullopt;
+  std::string turn;
+  if (*first == "\"\"\"") {
+    // a block: everything up to the closing """ (or the end of the input)
+    for (bool start = true;; start = false) {
+      auto l = line("... ");
+      if (!l || *l == "\"\"\"") break;
+      if (!start) turn += '\n';
+      turn += *l;
+    }
+  } else {
+    turn = *first;
+    while (!turn.empty() && turn.back() == '\\') {
+      turn.back() = '\n';
+      auto l = line("... ");
+      if (!l) break;
+      turn += *l;
+    }
+  }
+  if (terminal_ && !turn.empty()) add_history(turn.c_str());
+  return turn;
+}
+
+}  // namespace cedar::app

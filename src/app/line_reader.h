@@ -1,0 +1,29 @@
+// The input side of `cedar run`'s chat: on a terminal, libedit (line editing, Ctrl-R search,
+// history kept across sessions in $CEDAR_HISTORY or ~/.cedar_history); otherwise plain lines
+// from stdin, so scripts can pipe a conversation in. A turn is one line, or several: a line
+// ending in a backslash continues on the next, and a line of just """ opens a block that the
+// next such line closes (for pasting multi-line text).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace cedar::app {
+
+class LineReader {
+ public:
+  explicit LineReader(bool terminal);
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // The next turn (without the continuation marks); nullopt at the end of the input.
+  std::optional<std::string> next();
+
+ private:
+  std::optional<std::string> line(const char* prompt);
+  bool terminal_;
+  std::string history_path_;
+};
+
+}  // namespace cedar::app

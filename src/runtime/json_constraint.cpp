@@ -1,0 +1,104 @@
+#include "runtime/json_constraint.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cedar::runtime {
+
+namespace {
+constexpr size_t kMaxCachedStates = 512;  // x (vocab / 8) bytes: 8 MB for the release vocabulary
+}
+
+TokenTrie::TokenTrie(const text::Tokenizer& tok) : vocab_(tok.vocab_size()) {
+  nodes_.emplace_back();                           // the root
+  std::vector<std::pair<uint32_t, int32_t>> ends;  // (node, id)
+  std::string b;
+  for (int32_t id = 0; id < vocab_; ++id) {
+    if (tok.is_added(id)) continue;
+    b.clear();
+    tok.append_token_bytes(id, &b);
+    if (b.empty()) continue;
+    uint32_t at = 0;
+    for (const char ch : b) {
+      const uint8_t c = uint8_t(ch);
+      uint32_t k = nodes_[at].first_child, prev = 0;
+      while (k != 0 && nodes_[k].byte != c) prev = k, k = nodes_[k].next_sibling;
+      if (k == 0) {
+        k = uint32_t(nodes_.size());
+        Node n;
+        n.byte = c;
+        nodes_.push_back(n);
+        if (prev == 0)
+          nodes_[at].first_child = k;  // no children yet (else prev would be the first)
+        else
+          nodes_[prev].next_sibling = k;
+      }
+      at = k;
+    }
+    ends.emplace_back(at, id);
+  }
+  std::sort(ends.begin(), ends.end());
+  ids_.reserve(ends.size());
+  for (size_t i = 0; i < ends.size();) {
+    const uint32_t node = ends[i].first;
+    nodes_[node].tok_begin = uint32_t(ids_.size());
+    for (; i < ends.size() && ends[i].first == node; ++i) ids_.push_back(ends[i].second);
+    nodes_[node].tok_end = uint32_t(ids_.size());
+  }
+}
+
+JsonConstraint::JsonConstraint(const TokenTrie& trie, const text::Tokenizer& tok,
+                               const text::SchemaNode* root, std::vector<int32_t> stop_ids)
+    : trie_(trie), tok_(tok), m_(root), stop_ids_(std::move(stop_ids)) {}
+
+void JsonConstraint::search(uint32_t node, const text::JsonMatcher& m, Bits* allowed) const {
+  for (uint32_t k = trie_.nodes_[node].first_child; k != 0; k = trie_.nodes_[k].next_sibling) {
+    const auto& n = trie_.nodes_[k];
+    text::JsonMatcher next = m;
+    if (!next.step(n.byte)) continue;
+    for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) {
+      const int32_t id = trie_.ids_[t];
+      (*allowed)[size_t(id) / 64] |= uint64_t(1) << (id % 64);
+    }
+    search(k, next, allowed);
+  }
+}
+
+const JsonConstraint::Bits& JsonConstraint::allowed() {
+  std::string key = m_.key();
+  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (cache_.size() >= kMaxCachedStates) cache_.clear();
+  Bits bits((size_t(trie_.vocab_size()) + 63) / 64, 0);
+  if (!m_.done()) search(0, m_, &bits);
+  return cache_.emplace(std::move(key), std::move(bits)).first->second;
+}
+
+void JsonConstraint::mask(std::span<float> logits) {
+  if (broken_) return;
+  const Bits& ok = allowed();
+  std::vector<float> stop_logits;  // the stop tokens are added tokens, never in the trie
+  for (const int32_t id : stop_ids_)
+    stop_logits.push_back(id >= 0 && size_t(id) < logits.size() ? logits[size_t(id)] : 0.0f);
+  bool any = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const bool allow = i < size_t(trie_.vocab_size()) && (ok[i / 64] >> (i % 64) & 1);
+    if (!allow) logits[i] = -INFINITY;
+    any |= allow;
+  }
+  // the end of the answer: once the value is complete (or, should no token continue it, to end
+  // rather than sample from nothing)
+  if (m_.done() || !any)
+    for (size_t s = 0; s < stop_ids_.size(); ++s)
+      if (stop_ids_[s] >= 0 && size_t(stop_ids_[s]) < logits.size())
+        logits[size_t(stop_ids_[s])] = stop_logits[s];
+}
+
+void JsonConstraint::accept(int32_t id) {
+  if (broken_) return;
+  if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return;
+  bytes_.clear();
+  if (id >= 0 && id < tok_.vocab_size()) tok_.append_token_bytes(id, &bytes_);
+  if (bytes_.empty() || !m_.feed(bytes_)) broken_ = true;
+}
+
+}  // namespace cedar::runtime

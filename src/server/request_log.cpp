@@ -1,0 +1,83 @@
+#include "server/request_log.h"
+
+#include <chrono>
+#include <ctime>
+#include <stdexcept>
+
+#include "text/dsml.h"
+
+namespace cedar::server {
+
+namespace {
+
+// UTC, millisecond resolution: 2026-12-02T03:04:05.678Z
+std::string timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = int(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[80];  // room for any int the format could print (the compiler checks)
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+std::string fixed3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+}  // namespace
+
+LogFormat parse_log_format(const std::string& s) {
+  if (s == "text") return LogFormat::kText;
+  if (s == "json") return LogFormat::kJson;
+  throw std::runtime_error("--log-format must be text or json, got '" + s + "'");
+}
+
+void RequestLog::write(const std::string& line) {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::fputs(line.c_str(), out_);
+  std::fflush(out_);
+}
+
+void RequestLog::request(const RequestRecord& r) {
+  if (format_ == LogFormat::kJson) {
+    text::ojson j = {{"time", timestamp()}, {"level", "info"}, {"event", "request"},
+                     {"method", r.method},  {"path", r.path},  {"status", r.status},
+                     {"remote", r.remote}};
+    if (r.seconds >= 0) j["seconds"] = r.seconds;
+    if (r.ttft_seconds >= 0) j["ttft_seconds"] = r.ttft_seconds;
+    if (r.prompt_tokens >= 0) j["prompt_tokens"] = r.prompt_tokens;
+    if (r.cached_tokens >= 0) j["cached_tokens"] = r.cached_tokens;
+    if (r.completion_tokens >= 0) j["completion_tokens"] = r.completion_tokens;
+    if (!r.finish.empty()) j["finish"] = r.finish;
+    write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
+    return;
+  }
+  std::string s = timestamp() + " " + r.method + " " + r.path + " " + std::to_string(r.status);
+  if (r.seconds >= 0) s += " " + fixed3(r.seconds) + "s";
+  if (r.ttft_seconds >= 0) s += " ttft " + fixed3(r.ttft_seconds) + "s";
+  if (r.prompt_tokens >= 0) {
+    s += " prompt " + std::to_string(r.prompt_tokens);
+    if (r.cached_tokens > 0) s += " (cached " + std::to_string(r.cached_tokens) + ")";
+  }
+  if (r.completion_tokens >= 0) s += " completion " + std::to_string(r.completion_tokens);
+  if (!r.finish.empty()) s += " " + r.finish;
+  if (!r.remote.empty()) s += " from " + r.remote;
+  write(s + "\n");
+}
+
+void RequestLog::warn(const std::string& message) {
+  if (format_ == LogFormat::kJson) {
+    const text::ojson j = {{"time", timestamp()}, {"level", "warning"}, {"message", message}};
+    write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
+  } else {
+    write(timestamp() + " warning: " + message + "\n");
+  }
+}
+
+}  // namespace cedar::server

@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t step = 1 + (data[0] >> 3);
   for (size_t i = 0; i < text.size(); i += step) p.feed(text.substr(i, step), &ev);
   p.finish(&ev);
-  if (p.message().content != whole.content || p.message().reasoning != whole.reasoning ||
+  if (p.message().content != whole.content ||
+      p.message().reasoning_content != whole.reasoning_content ||
       p.message().tool_calls.size() != whole.tool_calls.size())
     std::abort();  // streaming and one-shot parsing disagree
   return 0;

@@ -13,6 +13,7 @@
 // DSML tags recognised) through the same parser / streaming path as sampled tokens, ending with
 // EOS. Tests without that field exercise real sampling.
 import { spawn, execFileSync } from 'node:child_process';
+import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -139,3 +140,22 @@ export const WEATHER_TOOL = {
     },
   },
 };
+
+// n connections that send a request line and then trickle their headers one byte a second,
+// never finishing them (slow-header clients). Returns stop(), which closes them.
+export function slowHeaderClients(port, n) {
+  const socks = [];
+  for (let i = 0; i < n; i++) {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
+    socks.push(s);
+  }
+  const trickle = setInterval(() => { for (const s of socks) s.write('X'); }, 1000);
+  return {
+    stop() {
+      clearInterval(trickle);
+      for (const s of socks) s.destroy();
+    },
+  };
+}

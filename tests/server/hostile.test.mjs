@@ -5,9 +5,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import net from 'node:net';
 import { spawn } from 'node:child_process';
-import { BIN, tinyModel, startServer, post } from './helpers.mjs';
+import { BIN, tinyModel, startServer, post, slowHeaderClients } from './helpers.mjs';
 
 let srv;   // 1 MiB body limit, one slot, 5-token default max_tokens, 200 ms keep-alive
 before(async () => {
@@ -152,22 +151,14 @@ test('a non-streaming client that leaves frees its slot', async () => {
 });
 
 test('slow-header clients do not starve /health or generation', async () => {
-  // 64 connections that trickle their headers one byte a second (the report: 48 froze the server)
-  const socks = [];
-  for (let i = 0; i < 64; i++) {
-    const s = net.connect(srv.port, '127.0.0.1');
-    s.on('error', () => {});
-    s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
-    socks.push(s);
-  }
-  const trickle = setInterval(() => { for (const s of socks) s.write('X'); }, 1000);
+  // 64 of them (the report: 48 froze the server)
+  const slow = slowHeaderClients(srv.port, 64);
   try {
     await new Promise((r) => setTimeout(r, 1500));
     // starved, the answers would never come while the trickle goes on: give them 20 s
     const starved = new Promise((r) => setTimeout(() => r('starved'), 20000));
     assert.notEqual(await Promise.race([stillServes(), starved]), 'starved');
   } finally {
-    clearInterval(trickle);
-    for (const s of socks) s.destroy();
+    slow.stop();
   }
 });

@@ -7,8 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import net from 'node:net';
-import { startServer, post, parseSse } from './helpers.mjs';
+import { startServer, post, parseSse, slowHeaderClients } from './helpers.mjs';
 
 let server;
 before(async () => {
@@ -134,14 +133,7 @@ async function run(i) {
 }
 
 test(`${TOTAL} requests, 10% malformed, slow clients: 0 crashes, every valid request answered`, async () => {
-  const slow = [];
-  for (let i = 0; i < 32; i++) {
-    const s = net.connect(server.port, '127.0.0.1');
-    s.on('error', () => {});
-    s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
-    slow.push(s);
-  }
-  const trickle = setInterval(() => { for (const s of slow) s.write('X'); }, 1000);
+  const slow = slowHeaderClients(server.port, 32);
   const t0 = Date.now();
   let next = 0;
   const results = { valid: 0, malformed: 0 };
@@ -154,8 +146,7 @@ test(`${TOTAL} requests, 10% malformed, slow clients: 0 crashes, every valid req
   try {
     await Promise.all(Array.from({ length: WORKERS }, worker));
   } finally {
-    clearInterval(trickle);
-    for (const s of slow) s.destroy();
+    slow.stop();
   }
   console.log(`[ info ] mixed load: ${results.valid} valid answered, ${results.malformed} ` +
               `malformed refused or abandoned, 32 slow-header clients, ` +

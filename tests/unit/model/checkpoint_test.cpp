@@ -103,7 +103,9 @@ TEST_F(Safetensors, ReadsAValidFile) {
   EXPECT_EQ(a->dtype, DType::F32);
   EXPECT_EQ(a->shape, (std::vector<int64_t>{2}));
   EXPECT_EQ(a->nbytes, 8u);
-  EXPECT_EQ(a->as<float>()[1], 2.0f);
+  float a1 = 0;
+  std::memcpy(&a1, a->data + 4, 4);  // the file's offsets need not align the floats
+  EXPECT_EQ(a1, 2.0f);
   EXPECT_EQ(b->dtype, DType::BF16);
   EXPECT_EQ(b->numel(), 2);
   EXPECT_EQ(b->dim(1), 2);

@@ -74,7 +74,7 @@ TEST(JsonConstraint, RandomLogitsGiveValidJsonAndSchemaValues) {
                      "n": {"type": "integer"}}})"),
                                                          "schema");
   int complete = 0;
-  for (unsigned seed = 1; seed <= 12; ++seed) {
+  for (unsigned seed = 1; seed <= 6; ++seed) {
     for (const text::JsonSchema* s : {&any, &rec}) {
       const Sampled r = sample(trie, s->root(), seed, 160);
       text::JsonMatcher m(s->root());  // a fresh matcher: the text is a prefix it allows
@@ -89,7 +89,7 @@ TEST(JsonConstraint, RandomLogitsGiveValidJsonAndSchemaValues) {
       }
     }
   }
-  std::printf("[ info ] %d of 24 random-logit runs completed a value within 160 tokens\n",
+  std::printf("[ info ] %d of 12 random-logit runs completed a value within 160 tokens\n",
               complete);
 }
 

@@ -19,7 +19,9 @@
 
 #include "app/commands.h"
 #include "app/line_reader.h"
+#include "app/load_model.h"
 #include "base/args.h"
+#include "base/progress.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
@@ -163,6 +165,7 @@ struct RunConfig {
   int effort = 75;
   std::string cache_dir;  // "": no prefix cache
   runtime::PrefixCacheOptions cache;
+  bool prefetch = true;  // read the weights in after loading (load_model.h)
 };
 
 // Parses the flags; every problem is a UsageError. Returns false for --help (usage printed).
@@ -205,6 +208,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
                     {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
                     {"cache-window", "", false, "cache units keep the window (exact restore)"},
+                    {"no-prefetch", "", false,
+                     "do not read the weights in ahead (pages load as they are used)"},
                     {"kernels", "", true,
                      "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
                      "CEDAR_KERNELS"}});
@@ -224,6 +229,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->engine.model_dir = args.get("model");
   rc->engine.threads = int(int_flag(args, "threads", 0, 0, 4096, "between 0 and 4096"));
   rc->engine.kernels = args.get("kernels", "");
+  rc->prefetch = !args.has("no-prefetch");
   try {
     (void)choose_kernels(rc->engine.kernels);
   } catch (const std::exception& e) {
@@ -296,7 +302,12 @@ GenerationResult run_turn(Generator& gen, const runtime::PrefixCache* cache,
   g_interrupt.store(false);
   runtime::GenerationCallbacks cb;
   cb.on_event = [&](const ParseEvent& e) { printer.event(e); };
+  // a long prefill shows its progress on the terminal (after half a second; cleared after)
+  ProgressBar bar("prefill", int64_t(prompt.ids.size()), "tokens");
+  cb.on_prefill = [&](int64_t done, int64_t) { bar.update(done); };
+  cb.on_token = [&](int32_t) { bar.finish(); };
   GenerationResult r = gen.generate(prompt.ids, opt, cb);
+  bar.finish();
   printer.finish();
   print_stats(r, cache);
   return r;
@@ -388,7 +399,7 @@ int cmd_run(int argc, char** argv) {
                  msg.find("--help") == std::string::npos ? " (see cedar run --help)" : "");
     return 2;
   }
-  auto engine = Engine::load(rc.engine);
+  auto engine = load_engine(rc.engine, "cedar run", rc.prefetch);
   std::fprintf(stderr, "cedar run: %s\n", describe_kernels(engine->kernels()).c_str());
   std::unique_ptr<runtime::PrefixCache> cache;
   if (!rc.cache_dir.empty()) cache = std::make_unique<runtime::PrefixCache>(*engine, rc.cache);

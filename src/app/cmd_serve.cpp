@@ -2,6 +2,7 @@
 // [--ctx-size N] [-t T] ...`: the OpenAI- and Anthropic-compatible HTTP API (docs/SERVER.md).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "base/args.h"
 #include "model/param_count.h"
 #include "runtime/engine.h"
@@ -88,7 +90,8 @@ int cmd_serve(int argc, char** argv) {
         "request log on stderr: text (default) or json (one object a line)"},
        {"cors", "", true,
         "allow browser calls from this origin (\"*\": any; default: no CORS headers)"},
-       {"http-threads", "", true, "HTTP connection threads (default max(256, 4*parallel+16))"},
+       {"http-threads", "", true,
+        "threads that run generation requests (default max(256, 4*parallel+16))"},
        {"kernels", "", true,
         "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
         "CEDAR_KERNELS"},
@@ -98,6 +101,8 @@ int cmd_serve(int argc, char** argv) {
        {"cache-disk", "", true, "prefix cache disk budget in MiB (default 16384)"},
        {"cache-interval", "", true, "disk unit every N prompt tokens (default 1024)"},
        {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
+       {"no-prefetch", "", false,
+        "do not read the weights in before serving (pages load as they are used)"},
        {"enable-test-hooks", "", false,
         "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}});
   args.parse(argc, argv);
@@ -133,6 +138,12 @@ int cmd_serve(int argc, char** argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that disconnects must not kill the server
+  // Every open connection is a descriptor: take the hard limit (Debian's soft default is 1024).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 1 << 16);
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   // Bound before the model loads (a port in use fails at once); until attach() every route
   // answers 503 "loading", so a supervisor's health check sees the server come up.
@@ -176,7 +187,7 @@ int cmd_serve(int argc, char** argv) {
   eo.threads = int(args.get_int("threads", 0));
   eo.kernels = args.get("kernels", "");
   eo.tokenizer_path = args.get("tokenizer", "");
-  auto engine = runtime::Engine::load(eo);
+  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch"));
 
   server::SchedulerOptions so;
   so.parallel = parallel;

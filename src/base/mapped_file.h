@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Pages [offset, offset + len) in (clamped to the file): asks the kernel to read ahead, then
+  // touches one byte per page, so that the first forward does not wait on page faults.
+  void prefetch(size_t offset, size_t len) const;
 
  private:
   MappedFile() = default;

@@ -59,6 +59,24 @@ std::string tensor_mismatch(const ExpectedTensor& want, const TensorView& got,
 
 Checkpoint::~Checkpoint() = default;
 
+size_t Checkpoint::mapped_bytes() const {
+  size_t n = 0;
+  for (const auto& f : files_) n += f->size();
+  return n;
+}
+
+void Checkpoint::prefetch(const std::function<void(size_t done, size_t total)>& progress) const {
+  constexpr size_t kStep = 64u << 20;
+  const size_t total = mapped_bytes();
+  size_t done = 0;
+  for (const auto& f : files_)
+    for (size_t off = 0; off < f->size(); off += kStep) {
+      f->prefetch(off, kStep);
+      done += std::min(kStep, f->size() - off);
+      if (progress) progress(done, total);
+    }
+}
+
 bool Checkpoint::has(const std::string& name) const { return tensors_.count(name) > 0; }
 
 const TensorView& Checkpoint::get(const std::string& name) const {

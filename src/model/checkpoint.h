@@ -5,6 +5,7 @@
 // offending tensor or key.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +30,11 @@ class Checkpoint {
   // Throws naming the tensor when absent.
   const TensorView& get(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  // Bytes of all mapped shards.
+  size_t mapped_bytes() const;
+  // Reads every shard's pages into the page cache (MappedFile::prefetch), calling
+  // progress(done, total) in bytes after each step.
+  void prefetch(const std::function<void(size_t done, size_t total)>& progress) const;
 
  private:
   Checkpoint() = default;

@@ -115,7 +115,8 @@ void Generator::forward(const int32_t* ids, int n, bool want_logits, bool comple
 }
 
 void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions& opt,
-                        GenerationResult* res, std::vector<float>* logits) {
+                        const GenerationCallbacks& cb, GenerationResult* res,
+                        std::vector<float>* logits) {
   const int64_t T = int64_t(prompt.size());
   // Session reuse: the state already holds a strict prefix of this prompt (the previous turn).
   int64_t reused = 0;
@@ -158,6 +159,7 @@ void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions
     forward(prompt.data() + pos, int(end - pos), last, last || at_interval, opt, logits);
     res->prefill_computed += end - pos;
     pos = end;
+    if (cb.on_prefill) cb.on_prefill(pos, T);
     if (at_interval)
       cache_->offer(std::span<const int32_t>(tokens_), state_, PrefixCacheHook::Point::kInterval);
     if (!last && cancelled(opt)) return;
@@ -197,7 +199,7 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
   std::vector<float> logits;
   try {
     const auto t0 = Clock::now();
-    prefill(prompt, opt, &res, &logits);
+    prefill(prompt, opt, cb, &res, &logits);
     res.prefill_seconds = seconds_since(t0);
   } catch (...) {
     reset();  // a failed forward may leave the state half-written
@@ -223,16 +225,17 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
     }
   };
 
-  bool in_reasoning = opt.parse_output && opt.parser.start == text::GenerationStart::kReasoning;
-  // The JSON constraint covers the answer: it starts after </think> when the prompt opened the
-  // reasoning (whether or not this generator parses the output).
+  // The JSON constraint covers the answer: when the prompt opened the reasoning it starts after
+  // </think> (whether or not this generator parses the output), and the reasoning tokens are
+  // counted when it does.
   std::optional<JsonConstraint> json;
   if (opt.json_schema)
     json.emplace(engine_.token_trie(), engine_.tokenizer(), opt.json_schema,
                  engine_.stop_token_ids());
-  bool constrain = json && opt.parser.start != text::GenerationStart::kReasoning;
-  std::string think_raw;  // decoded reasoning, for spotting its end (constrained requests)
-  std::string raw;        // decoded completion, for spotting the end of the reasoning
+  bool reasoning_open =
+      (opt.parse_output || json) && opt.parser.start == text::GenerationStart::kReasoning;
+  bool constrain = json && !reasoning_open;
+  std::string think_tail;  // the reasoning's last decoded bytes, for a </think> split over pieces
   std::unordered_map<int32_t, int> penalty_counts;  // completion tokens so far (penalties)
   const auto t1 = Clock::now();
   bool finished = false;
@@ -266,25 +269,21 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
       if (cb.on_token) cb.on_token(id);
       if (opt.top_logprobs >= 0 && cb.on_logprobs)
         cb.on_logprobs(token_logprobs(std::span<const float>(logits), id, opt.top_logprobs));
-      if (in_reasoning) ++res.usage.reasoning_tokens;
+      if (reasoning_open && opt.parse_output) ++res.usage.reasoning_tokens;
       if (engine_.is_stop_token(id)) {
         res.finish = FinishReason::kStop;
         res.stop_token = id;
         break;
       }
       const std::string piece = dec.push(id);
-      if (json && !constrain) {
-        const size_t from = think_raw.size() >= text::kThinkEnd.size()
-                                ? think_raw.size() - text::kThinkEnd.size()
-                                : 0;
-        think_raw += piece;
-        constrain = think_raw.find(text::kThinkEnd, from) != std::string::npos;
-      }
-      if (in_reasoning) {
-        const size_t from =
-            raw.size() >= text::kThinkEnd.size() ? raw.size() - text::kThinkEnd.size() : 0;
-        raw += piece;
-        if (raw.find(text::kThinkEnd, from) != std::string::npos) in_reasoning = false;
+      if (reasoning_open) {
+        think_tail += piece;
+        if (think_tail.find(text::kThinkEnd) != std::string::npos) {
+          reasoning_open = false;
+          constrain = json.has_value();
+        } else if (think_tail.size() >= text::kThinkEnd.size()) {
+          think_tail.erase(0, think_tail.size() - (text::kThinkEnd.size() - 1));
+        }
       }
       emit(stops.push(piece));
       if (stops.matched()) {

@@ -108,6 +108,8 @@ struct GenerationCallbacks {
   std::function<void(int32_t id)> on_token;               // every sampled id, in order
   // after on_token, when GenerationOptions::top_logprobs >= 0
   std::function<void(const TokenLogprobs&)> on_logprobs;
+  // after each prefill chunk: prompt tokens in the state so far, of `total`
+  std::function<void(int64_t done, int64_t total)> on_prefill;
 };
 
 class Generator {
@@ -126,8 +128,8 @@ class Generator {
   void reset();
 
  private:
-  void prefill(std::span<const int32_t> prompt, const GenerationOptions& opt, GenerationResult* res,
-               std::vector<float>* logits);
+  void prefill(std::span<const int32_t> prompt, const GenerationOptions& opt,
+               const GenerationCallbacks& cb, GenerationResult* res, std::vector<float>* logits);
   void forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
                const GenerationOptions& opt, std::vector<float>* logits);
 

@@ -49,7 +49,11 @@ TokenTrie::TokenTrie(const text::Tokenizer& tok) : vocab_(tok.vocab_size()) {
 
 JsonConstraint::JsonConstraint(const TokenTrie& trie, const text::Tokenizer& tok,
                                const text::SchemaNode* root, std::vector<int32_t> stop_ids)
-    : trie_(trie), tok_(tok), m_(root), stop_ids_(std::move(stop_ids)) {}
+    : trie_(trie),
+      tok_(tok),
+      m_(root),
+      stop_ids_(std::move(stop_ids)),
+      stop_logits_(stop_ids_.size()) {}
 
 void JsonConstraint::search(uint32_t node, const text::JsonMatcher& m, Bits* allowed) const {
   for (uint32_t k = trie_.nodes_[node].first_child; k != 0; k = trie_.nodes_[k].next_sibling) {
@@ -76,9 +80,11 @@ const JsonConstraint::Bits& JsonConstraint::allowed() {
 void JsonConstraint::mask(std::span<float> logits) {
   if (broken_) return;
   const Bits& ok = allowed();
-  std::vector<float> stop_logits;  // the stop tokens are added tokens, never in the trie
-  for (const int32_t id : stop_ids_)
-    stop_logits.push_back(id >= 0 && size_t(id) < logits.size() ? logits[size_t(id)] : 0.0f);
+  // the stop tokens are added tokens, never in the trie: kept aside, restored below
+  for (size_t s = 0; s < stop_ids_.size(); ++s)
+    stop_logits_[s] = stop_ids_[s] >= 0 && size_t(stop_ids_[s]) < logits.size()
+                          ? logits[size_t(stop_ids_[s])]
+                          : 0.0f;
   bool any = false;
   for (size_t i = 0; i < logits.size(); ++i) {
     const bool allow = i < size_t(trie_.vocab_size()) && (ok[i / 64] >> (i % 64) & 1);
@@ -90,7 +96,7 @@ void JsonConstraint::mask(std::span<float> logits) {
   if (m_.done() || !any)
     for (size_t s = 0; s < stop_ids_.size(); ++s)
       if (stop_ids_[s] >= 0 && size_t(stop_ids_[s]) < logits.size())
-        logits[size_t(stop_ids_[s])] = stop_logits[s];
+        logits[size_t(stop_ids_[s])] = stop_logits_[s];
 }
 
 void JsonConstraint::accept(int32_t id) {

@@ -57,6 +57,7 @@ class JsonConstraint {
   const text::Tokenizer& tok_;
   text::JsonMatcher m_;
   std::vector<int32_t> stop_ids_;
+  std::vector<float> stop_logits_;  // mask()'s scratch, one per stop id (no allocation per step)
   bool broken_ = false;
   std::unordered_map<std::string, Bits> cache_;
   std::string bytes_;  // scratch: one token's bytes

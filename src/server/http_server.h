@@ -1,22 +1,24 @@
-// The HTTP front door of `cedar serve` (cpp-httplib): routes (v41-interface.md §5.1), optional
-// API key, body size limit, JSON error bodies in the flavour of the API that was called (§5.8),
-// and the streaming plumbing that connects a scheduler Job to an SSE (or keep-alive padded JSON)
-// response, cancelling the job when the client goes away.
+// The HTTP front door of `cedar serve` (on http_listener.h): routes (v41-interface.md §5.1),
+// optional API key, body size limit, JSON error bodies in the flavour of the API that was called
+// (§5.8), and the streaming plumbing that connects a scheduler Job to an SSE (or keep-alive padded
+// JSON) response, cancelling the job when the client goes away.
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/api_common.h"
+#include "server/http_listener.h"
 #include "server/request_log.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace cedar::server {
+
+enum class ApiEndpoint { kChat, kCompletion, kResponses, kAnthropic };
 
 class HttpServer {
  public:
@@ -34,8 +36,19 @@ class HttpServer {
   void stop();
 
  private:
-  enum class Endpoint { kChat, kCompletion, kResponses, kAnthropic };
+  using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
+  struct Route {
+    std::string method;
+    Handler handler;
+    bool heavy = false;  // a generation: runs on the heavy pool
+  };
   void routes();
+  void add(const std::string& method, const std::string& path, Handler h, bool heavy = false);
+  void handle(const HttpRequest& req, HttpResponse& res);
+  bool gate(const HttpRequest& req, HttpResponse& res);
+  void generate(ApiEndpoint ep, const HttpRequest& req, HttpResponse& res);
+  void count_tokens(const HttpRequest& req, HttpResponse& res);
+  void refused(const HttpRequest& req, int status, const std::string& why, HttpResponse& res);
   runtime::Engine& engine() const { return ctx_->engine; }
   Scheduler& scheduler() const { return ctx_->scheduler; }
 
@@ -44,7 +57,8 @@ class HttpServer {
   std::optional<ApiContext> ctx_;  // set by attach()
   std::atomic<bool> ready_{false};
   RequestLog log_;
-  std::unique_ptr<httplib::Server> http_;
+  std::map<std::string, std::vector<Route>> routes_;  // by path; fixed before bind()
+  std::unique_ptr<HttpListener> http_;
 };
 
 }  // namespace cedar::server

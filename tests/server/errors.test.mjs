@@ -81,10 +81,12 @@ test('the official client raises BadRequestError with the message', async () => 
                        (e) => e.status === 400 && /prompt must be a string/.test(e.message));
 });
 
-test('unknown routes and methods: 404 with an error body', async () => {
+test('unknown routes: 404, a known route with the wrong method: 405, both with error bodies', async () => {
   isOpenAIError(await post(open.url + '/v1/nope', OK), 404, /Not found/);
   const r = await fetch(open.url + '/v1/chat/completions');  // GET
-  assert.equal(r.status, 404);
+  assert.equal(r.status, 405);
+  assert.equal(r.headers.get('allow'), 'POST');
+  assert.match((await r.json()).error.message, /Method not allowed: GET/);
   const a = await post(open.url + '/anthropic/v1/nope', {});
   assert.equal(a.status, 404);
   assert.equal(a.json.type, 'error');

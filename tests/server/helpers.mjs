@@ -145,14 +145,23 @@ export const WEATHER_TOOL = {
 // never finishing them (slow-header clients). Returns stop(), which closes them.
 export function slowHeaderClients(port, n) {
   const socks = [];
+  const answers = [];  // what each socket received from the server
+  let closed = 0;
   for (let i = 0; i < n; i++) {
     const s = net.connect(port, '127.0.0.1');
+    answers.push('');
     s.on('error', () => {});
+    s.on('data', (d) => { answers[i] += d.toString(); });
+    s.on('close', () => { closed++; });
     s.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
     socks.push(s);
   }
-  const trickle = setInterval(() => { for (const s of socks) s.write('X'); }, 1000);
+  const trickle = setInterval(() => {
+    for (const s of socks) if (!s.destroyed && s.writable) s.write('X');
+  }, 1000);
   return {
+    answers,
+    closed: () => closed,
     stop() {
       clearInterval(trickle);
       for (const s of socks) s.destroy();

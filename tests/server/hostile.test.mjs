@@ -150,14 +150,21 @@ test('a non-streaming client that leaves frees its slot', async () => {
   await stillServes();
 });
 
-test('slow-header clients do not starve /health or generation', async () => {
-  // 64 of them (the report: 48 froze the server)
-  const slow = slowHeaderClients(srv.port, 64);
+test('slow-header clients do not starve /health or generation, and are cut at the head deadline', async () => {
+  // 600 of them, more than the 256 generation threads (the report: 48 froze the server)
+  const slow = slowHeaderClients(srv.port, 600);
   try {
     await new Promise((r) => setTimeout(r, 1500));
     // starved, the answers would never come while the trickle goes on: give them 20 s
     const starved = new Promise((r) => setTimeout(() => r('starved'), 20000));
     assert.notEqual(await Promise.race([stillServes(), starved]), 'starved');
+    // a byte a second never trips a per-read timeout; the 10 s head deadline cuts them all
+    const until = Date.now() + 20000;
+    while (slow.closed() < 600 && Date.now() < until) await new Promise((r) => setTimeout(r, 250));
+    assert.equal(slow.closed(), 600, 'trickling clients still connected after 20 s');
+    // (a 503 where the descriptor limit caps the connections below 600)
+    const answered = slow.answers.filter((a) => /^HTTP\/1\.1 (408|503) /.test(a)).length;
+    assert.ok(answered >= 590, `${answered} of 600 got a 408 (or 503)`);
   } finally {
     slow.stop();
   }

@@ -1,0 +1,42 @@
+#include "app/load_model.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "base/progress.h"
+
+namespace cedar::app {
+
+size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
+                                             bool prefetch) {
+  auto engine = runtime::Engine::load(opt);
+  if (!prefetch) return engine;
+  const size_t bytes = engine->checkpoint().mapped_bytes();
+  const size_t avail = available_memory_bytes();
+  constexpr double kGiB = double(1ull << 30);
+  // A model larger than memory would evict its own pages: leave it to be read as it is used.
+  if (avail > 0 && double(bytes) > 0.8 * double(avail)) {
+    std::fprintf(stderr,
+                 "%s: the weights (%.1f GiB) exceed 80%% of available memory (%.1f GiB): not "
+                 "read in ahead, pages load as they are used\n",
+                 who, double(bytes) / kGiB, double(avail) / kGiB);
+    return engine;
+  }
+  ProgressBar bar(std::string(who) + ": reading weights", int64_t(bytes >> 20), "MiB");
+  engine->checkpoint().prefetch([&](size_t done, size_t) { bar.update(int64_t(done >> 20)); });
+  bar.finish();
+  return engine;
+}
+
+}  // namespace cedar::app

@@ -1,0 +1,19 @@
+// Loading the engine for `cedar run` and `cedar serve`: the checkpoint mapped and validated, then
+// (unless turned off, and only when the weights fit in available memory) every page read in with
+// a progress bar on a terminal, so that the first request does not pay for page faults.
+#pragma once
+
+#include <memory>
+
+#include "runtime/engine.h"
+
+namespace cedar::app {
+
+// `who` prefixes the messages ("cedar serve"). prefetch: read the weights in after mapping.
+std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
+                                             bool prefetch);
+
+// MemAvailable from /proc/meminfo in bytes (0 when unknown).
+size_t available_memory_bytes();
+
+}  // namespace cedar::app

@@ -1,0 +1,51 @@
+#include "base/progress.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace cedar {
+
+ProgressBar::ProgressBar(std::string label, int64_t total, std::string unit,
+                         std::chrono::milliseconds delay, FILE* out)
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(std::max<int64_t>(1, total)),
+      delay_(delay),
+      out_(out),
+      enabled_(out != nullptr && isatty(fileno(out)) != 0),
+      start_(std::chrono::steady_clock::now()) {}
+
+std::string ProgressBar::render(const std::string& label, int64_t done, int64_t total,
+                                const std::string& unit, double seconds, int width) {
+  total = std::max<int64_t>(1, total);
+  done = std::clamp<int64_t>(done, 0, total);
+  const int filled = int(done * width / total);
+  std::string line = label + " [" + std::string(size_t(filled), '#') +
+                     std::string(size_t(width - filled), '.') + "] ";
+  char tail[96];
+  std::snprintf(tail, sizeof(tail), "%3d%%  %lld/%lld %s  %.1f s", int(done * 100 / total),
+                static_cast<long long>(done), static_cast<long long>(total), unit.c_str(), seconds);
+  return line + tail;
+}
+
+void ProgressBar::update(int64_t done) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - start_ < delay_) return;
+  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100) && done < total_) return;
+  last_draw_ = now;
+  drawn_ = true;
+  const double s = std::chrono::duration<double>(now - start_).count();
+  std::fprintf(out_, "\r\033[2K%s", render(label_, done, total_, unit_, s, 30).c_str());
+  std::fflush(out_);
+}
+
+void ProgressBar::finish() {
+  if (!drawn_) return;
+  drawn_ = false;
+  std::fprintf(out_, "\r\033[2K");
+  std::fflush(out_);
+}
+
+}  // namespace cedar

@@ -360,10 +360,10 @@ void HttpListener::serve(const ConnPtr& c) {
   req.remote_addr = c->remote;
   HttpResponse res;
   handler_(req, res);
-  bool keep = req.keep_alive() && !res.close && !stopping_.load() &&
-              ++c->served < opt_.max_requests_per_connection;
-  if (!write_response(c, req, res, keep)) keep = false;
-  release(c, keep);
+  const bool keep = req.keep_alive() && !res.close && !stopping_.load() &&
+                    ++c->served < opt_.max_requests_per_connection;
+  const bool written = write_response(c, req, res, keep);
+  release(c, !written ? After::kClose : keep ? After::kKeep : After::kDrain);
 }
 
 bool HttpListener::write_response(const ConnPtr& c, const HttpRequest& req, HttpResponse& res,
@@ -383,19 +383,25 @@ bool HttpListener::write_response(const ConnPtr& c, const HttpRequest& req, Http
   return ok;
 }
 
-// A worker is done with a connection: back to the loop for its next request, or closed. The
-// busy entry goes under the same lock as the close, so stop() never shuts a reused fd number.
-void HttpListener::release(const ConnPtr& c, bool keep) {
+// A worker is done with a connection: back to the loop for its next request, back to be
+// drained (answered with "Connection: close": closing now, with pipelined bytes unread, would
+// reset the connection and could destroy the answer in flight), or closed. The busy entry goes
+// under the same lock as the close, so stop() never shuts a reused fd number.
+void HttpListener::release(const ConnPtr& c, After after) {
   std::lock_guard<std::mutex> lk(mu_);
   busy_.erase(c->fd);
-  if (keep && !stopping_.load()) {
-    c->parser.reset();
-    returned_.push_back(c);
-    const uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
-  } else {
+  if (after == After::kClose || stopping_.load()) {
     ::close(c->fd);
+    return;
   }
+  c->parser.reset();
+  if (after == After::kDrain) {
+    ::shutdown(c->fd, SHUT_WR);
+    c->draining = true;
+  }
+  returned_.push_back(c);
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof(one));
 }
 
 void HttpListener::take_back(int ep) {
@@ -405,7 +411,7 @@ void HttpListener::take_back(int ep) {
     back.swap(returned_);
   }
   for (auto& c : back) {
-    c->deadline = Clock::now() + opt_.idle_timeout;
+    c->deadline = Clock::now() + (c->draining ? kDrainTime : opt_.idle_timeout);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = c->fd;
@@ -415,7 +421,7 @@ void HttpListener::take_back(int ep) {
     }
     conns_.emplace(c->fd, c);
     // a pipelined request may already be buffered whole
-    if (c->in_off < c->in.size()) advance(ep, c);
+    if (!c->draining && c->in_off < c->in.size()) advance(ep, c);
   }
 }
 

@@ -74,7 +74,8 @@ class HttpListener {
   void take_back(int ep);
   void sweep(int ep);
   void close_conn(int ep, const ConnPtr& c);
-  void release(const ConnPtr& c, bool keep);
+  enum class After { kKeep, kDrain, kClose };
+  void release(const ConnPtr& c, After after);
 
   ListenerOptions opt_;
   Handler handler_;

@@ -143,6 +143,19 @@ TEST(HttpListener, AnswersAndKeepsTheConnection) {
   EXPECT_NE(r.find("POST b"), std::string::npos) << r;
 }
 
+TEST(HttpListener, AClosingAnswerSurvivesUnreadPipelinedBytes) {
+  // closing at once with these bytes unread would reset the connection under the answer
+  Server s(fast_options());
+  Fd c(s.port);
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nConnection: close\r\nContent-Length: 2\r\n\r\nhi" +
+                     std::string(200000, 'z')));
+  const std::string r = c.read(3s);
+  EXPECT_NE(r.find("HTTP/1.1 200 OK"), std::string::npos) << r.substr(0, 200);
+  EXPECT_NE(r.find("Connection: close"), std::string::npos);
+  EXPECT_NE(r.find("POST hi"), std::string::npos);
+  EXPECT_TRUE(c.closed());
+}
+
 TEST(HttpListener, StreamsChunked) {
   Server s(fast_options());
   Fd c(s.port);

@@ -61,9 +61,14 @@ JsonSchema JsonSchema::any_object() {
   return s;
 }
 
-JsonSchema JsonSchema::compile(const ojson& schema, const std::string& param) {
+JsonSchema JsonSchema::compile_value(const ojson& schema, const std::string& param) {
   JsonSchema s;
   s.root_ = s.node(schema, param, 0);
+  return s;
+}
+
+JsonSchema JsonSchema::compile(const ojson& schema, const std::string& param) {
+  JsonSchema s = compile_value(schema, param);
   const auto k = s.root_->kind;
   if (k != SchemaNode::Kind::kObject && k != SchemaNode::Kind::kArray)
     throw RequestError(param + ": the schema's top level must be an object (or an array)", param);
@@ -545,6 +550,12 @@ bool JsonMatcher::feed_byte(uint8_t c) {
     default:
       return false;
   }
+}
+
+bool JsonMatcher::can_end() const {
+  // number_byte's states 2, 3, 5 and 8 end a complete number
+  return done() || (mode_ == Mode::kNumber && depth_ == 0 &&
+                    (num_ == 2 || num_ == 3 || num_ == 5 || num_ == 8));
 }
 
 std::string JsonMatcher::key() const {

@@ -55,6 +55,8 @@ class JsonSchema {
  public:
   // Throws RequestError (param `param`) naming an unsupported or malformed part.
   static JsonSchema compile(const ojson& schema, const std::string& param);
+  // Any value at the top level (a tool parameter's schema).
+  static JsonSchema compile_value(const ojson& schema, const std::string& param);
   static JsonSchema any_object();  // response_format json_object
   const SchemaNode* root() const { return root_; }
 
@@ -77,6 +79,8 @@ class JsonMatcher {
   bool step(uint8_t c);
   // The text so far is a complete value (only the end of the output may follow).
   bool done() const { return mode_ == Mode::kDone; }
+  // The text so far may end here: done(), or a top-level number that could take more digits.
+  bool can_end() const;
   // A compact encoding of the state: equal keys accept the same continuations (mask cache).
   std::string key() const;
 

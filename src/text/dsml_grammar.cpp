@@ -175,6 +175,13 @@ bool ToolCallMatcher::step(uint8_t c) {
   return false;
 }
 
+// Any declared tool's name comes next (the grammar has at most 64 tools).
+void ToolCallMatcher::expect_name() {
+  const size_t n = g_->tools().size();
+  expect(&g_->name_lits(), n >= 64 ? ~0ull : (1ull << n) - 1, Then::kInvokeBody);
+  tool_ = -1;
+}
+
 bool ToolCallMatcher::literal_step(uint8_t c) {
   uint64_t next = 0;
   size_t complete = SIZE_MAX;
@@ -196,9 +203,7 @@ bool ToolCallMatcher::literal_step(uint8_t c) {
 void ToolCallMatcher::completed(size_t which) {
   switch (then_) {
     case Then::kName:  // the opener: a tool name comes next
-      expect(&g_->name_lits(), g_->tools().size() >= 64 ? ~0ull : (1ull << g_->tools().size()) - 1,
-             Then::kInvokeBody);
-      tool_ = -1;
+      expect_name();
       return;
     case Then::kInvokeBody:
       if (tool_ < 0) {  // the name just completed
@@ -239,10 +244,7 @@ void ToolCallMatcher::completed(size_t which) {
       return;
     case Then::kAfterInvoke:
       if (which == 0) {
-        expect(&g_->name_lits(),
-               g_->tools().size() >= 64 ? ~0ull : (1ull << g_->tools().size()) - 1,
-               Then::kInvokeBody);
-        tool_ = -1;
+        expect_name();
       } else {
         phase_ = Phase::kDone;
       }

@@ -64,6 +64,7 @@ class ToolCallMatcher {
   // what the literal set being matched leads to once one of its literals is complete
   enum class Then : uint8_t { kName, kInvokeBody, kParamName, kAfterParam, kAfterInvoke };
   void expect(const std::vector<std::string>* lits, uint64_t alive, Then then);
+  void expect_name();
   bool literal_step(uint8_t c);
   void completed(size_t which);
   void after_param();

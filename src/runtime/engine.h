@@ -23,7 +23,7 @@
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "runtime/batcher.h"
-#include "runtime/json_constraint.h"
+#include "runtime/token_constraint.h"
 #include "text/chat_encoder.h"
 #include "text/chat_request.h"
 #include "text/tokenizer.h"

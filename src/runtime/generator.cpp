@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
-#include <optional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -23,6 +23,24 @@ double seconds_since(Clock::time_point t0) {
 
 bool cancelled(const GenerationOptions& opt) {
   return opt.cancel != nullptr && opt.cancel->load(std::memory_order_relaxed);
+}
+
+// The request's constraint on the answer, if any.
+std::unique_ptr<TokenConstraint> make_constraint(const Engine& engine,
+                                                 const GenerationOptions& opt) {
+  if (opt.json_schema)
+    return std::make_unique<JsonConstraint>(engine.token_trie(), engine.tokenizer(),
+                                            text::JsonMatcher(opt.json_schema),
+                                            engine.stop_token_ids());
+  if (opt.tool_grammar) {
+    const auto start = opt.parser.start == text::GenerationStart::kToolCalls
+                           ? text::CallStart::kInsideBlock
+                           : text::CallStart::kFree;
+    return std::make_unique<ToolCallConstraint>(engine.token_trie(), engine.tokenizer(),
+                                                text::ToolCallMatcher(opt.tool_grammar, start),
+                                                engine.stop_token_ids());
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -184,6 +202,9 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
   if (T >= ctx)
     throw std::runtime_error("the prompt has " + std::to_string(T) +
                              " tokens, which does not fit the context size " + std::to_string(ctx));
+  if (opt.json_schema && opt.tool_grammar)
+    throw std::runtime_error(
+        "a JSON answer and strict tool calls cannot both constrain one answer");
   try {
     opt.sampling.validate();
   } catch (const std::invalid_argument& e) {
@@ -225,16 +246,13 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
     }
   };
 
-  // The JSON constraint covers the answer: when the prompt opened the reasoning it starts after
+  // A constraint covers the answer: when the prompt opened the reasoning it starts after
   // </think> (whether or not this generator parses the output), and the reasoning tokens are
   // counted when it does.
-  std::optional<JsonConstraint> json;
-  if (opt.json_schema)
-    json.emplace(engine_.token_trie(), engine_.tokenizer(), opt.json_schema,
-                 engine_.stop_token_ids());
+  const std::unique_ptr<TokenConstraint> grammar = make_constraint(engine_, opt);
   bool reasoning_open =
-      (opt.parse_output || json) && opt.parser.start == text::GenerationStart::kReasoning;
-  bool constrain = json && !reasoning_open;
+      (opt.parse_output || grammar) && opt.parser.start == text::GenerationStart::kReasoning;
+  bool constrain = grammar && !reasoning_open;
   std::string think_tail;  // the reasoning's last decoded bytes, for a </think> split over pieces
   std::unordered_map<int32_t, int> penalty_counts;  // completion tokens so far (penalties)
   const auto t1 = Clock::now();
@@ -260,10 +278,10 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
       } else {
         if (opt.sampling.has_penalties())
           apply_penalties(std::span<float>(logits), penalty_counts, opt.sampling);
-        if (constrain) json->mask(std::span<float>(logits));
+        if (constrain) grammar->mask(std::span<float>(logits));
         id = sampler.sample(std::span<const float>(logits), pos);
       }
-      if (constrain) json->accept(id);
+      if (constrain) grammar->accept(id);
       if (opt.sampling.has_penalties()) ++penalty_counts[id];
       res.tokens.push_back(id);
       if (cb.on_token) cb.on_token(id);
@@ -280,7 +298,7 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
         think_tail += piece;
         if (think_tail.find(text::kThinkEnd) != std::string::npos) {
           reasoning_open = false;
-          constrain = json.has_value();
+          constrain = grammar != nullptr;
         } else if (think_tail.size() >= text::kThinkEnd.size()) {
           think_tail.erase(0, think_tail.size() - (text::kThinkEnd.size() - 1));
         }

@@ -75,8 +75,12 @@ struct GenerationOptions {
   // >= 0: report every token's log-probability and this many alternatives (on_logprobs).
   int top_logprobs = -1;
   // The answer (after the reasoning, if any) must be a JSON value of this schema
-  // (runtime/json_constraint.h); nullptr: unconstrained. Must outlive the generation.
+  // (runtime/token_constraint.h); nullptr: unconstrained. Must outlive the generation.
   const text::SchemaNode* json_schema = nullptr;
+  // Or (not both): the answer's tool calls must be of this grammar's tools (strict tool calls,
+  // text/dsml_grammar.h): free text then an optional calls block, or, when parser.start is
+  // kToolCalls (the prompt opened the block), the block's invokes alone. Must outlive it.
+  const text::ToolGrammar* tool_grammar = nullptr;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };

@@ -79,6 +79,7 @@ ojson convert_tools(const ojson& tools) {
     f["name"] = str_field(t, "name", w);
     if (t.contains("description")) f["description"] = t["description"];
     if (t.contains("input_schema")) f["parameters"] = t["input_schema"];
+    if (t.contains("strict")) f["strict"] = t["strict"];
     out.push_back({{"type", "function"}, {"function", std::move(f)}});
   }
   return out;

@@ -116,6 +116,24 @@ std::shared_ptr<const text::JsonSchema> response_schema(const ojson& body) {
       text::JsonSchema::compile((*js)["schema"], "response_format.json_schema.schema"));
 }
 
+// Strict tool calls: the calls block is constrained to the offered tools when the request forces
+// a call (tool_choice "required" or a named tool: the answer is the block, so a response_format
+// no longer applies) or, under "auto", when any offered tool is marked "strict": true and no
+// response_format constrains the answer instead (one constraint per answer).
+void choose_tool_constraint(const text::ChatRequest& req, JobSpec* spec) {
+  if (req.tools.empty()) return;
+  const bool forced =
+      req.tool_choice == text::ToolChoice::kRequired || req.tool_choice == text::ToolChoice::kNamed;
+  bool strict = false;
+  for (const auto& f : req.tools) {
+    const auto it = f.find("strict");
+    strict |= it != f.end() && it->is_boolean() && it->get<bool>();
+  }
+  if (!forced && (!strict || spec->json_schema)) return;
+  spec->tool_grammar = std::make_shared<text::ToolGrammar>(text::ToolGrammar::compile(req.tools));
+  spec->json_schema = nullptr;
+}
+
 }  // namespace
 
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
@@ -128,6 +146,7 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
   const text::ChatRequest req = text::parse_chat_request(body);
   refuse_images(req);
   r.spec.json_schema = response_schema(body);
+  choose_tool_constraint(req, &r.spec);
   runtime::Prompt p;
   try {
     p = ctx.engine.render_chat(req);

@@ -14,6 +14,7 @@
 
 #include "runtime/sampler.h"
 #include "server/completion.h"
+#include "text/dsml_grammar.h"
 #include "text/json_grammar.h"
 
 namespace cedar::server {
@@ -29,6 +30,8 @@ struct JobSpec {
   int top_logprobs = -1;  // >= 0: report log-probabilities (runtime::GenerationOptions)
   // response_format json_object / json_schema: the answer is constrained to it
   std::shared_ptr<const text::JsonSchema> json_schema;
+  // strict tool calls (not with json_schema): the calls block is constrained to these tools
+  std::shared_ptr<const text::ToolGrammar> tool_grammar;
 };
 
 class Job {

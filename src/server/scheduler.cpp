@@ -2,10 +2,49 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
+#include "base/progress.h"
 #include "server/api_error.h"
 
 namespace cedar::server {
+
+namespace {
+
+// The prefill progress bar of one job (base/progress.h: nothing unless stderr is a terminal and
+// the prefill outlasts the bar's delay). The line is shared by the slots: a job that finds it
+// taken at its first chunk stays silent rather than fight over it.
+class PrefillBar {
+ public:
+  explicit PrefillBar(std::atomic<bool>* line) : line_(line) {}
+  ~PrefillBar() { release(); }
+  PrefillBar(const PrefillBar&) = delete;
+  PrefillBar& operator=(const PrefillBar&) = delete;
+
+  void update(int64_t done, int64_t total) {
+    if (!bar_) {
+      if (tried_) return;
+      tried_ = true;
+      bool free = false;
+      if (!line_->compare_exchange_strong(free, true)) return;
+      bar_.emplace("prefill", total, "tokens");
+    }
+    bar_->update(done);
+    if (done >= total) release();
+  }
+
+ private:
+  void release() {
+    if (!bar_) return;
+    bar_.reset();
+    line_->store(false);
+  }
+  std::atomic<bool>* line_;
+  std::optional<ProgressBar> bar_;
+  bool tried_ = false;
+};
+
+}  // namespace
 
 // --- The prefix-cache wrapper that reports how much was restored -----------------------------
 
@@ -183,6 +222,7 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   opt.top_logprobs = spec.top_logprobs;
   opt.parser.start = spec.setup.parser.start;  // where the answer (and its constraint) starts
   opt.json_schema = spec.json_schema ? spec.json_schema->root() : nullptr;
+  opt.tool_grammar = spec.tool_grammar.get();
 
   bool started = false;
   auto start = [&] {
@@ -201,6 +241,8 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
     pipe.on_token(id, think_end_id_);
     if (metrics_) metrics_->add_completion_tokens(1);
   };
+  PrefillBar bar(&progress_line_);
+  cb.on_prefill = [&bar](int64_t done, int64_t total) { bar.update(done, total); };
   cb.on_logprobs = [&](const runtime::TokenLogprobs& t) {
     pipe.on_logprobs(t, engine_.tokenizer(), engine_.is_stop_token(t.id), &evs);
   };

@@ -66,6 +66,8 @@ class Scheduler {
   int32_t think_end_id_ = -1;
 
   mutable std::mutex mu_;
+  // A long prefill draws a progress bar on a terminal; one job at a time owns the line.
+  std::atomic<bool> progress_line_{false};
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -208,6 +208,8 @@ ojson parse_tools(const ojson& body) {
       throw RequestError("Tool names must be unique: \"" + name + "\" is defined twice", p);
     if (f.contains("description") && !f["description"].is_string() && !f["description"].is_null())
       throw RequestError(p + ".function.description must be a string", p + ".function.description");
+    if (f.contains("strict") && !f["strict"].is_boolean() && !f["strict"].is_null())
+      throw RequestError(p + ".function.strict must be a boolean", p + ".function.strict");
     if (f.contains("parameters") && !f["parameters"].is_null())
       check_parameters_schema(f["parameters"], p + ".function.parameters");
     functions.push_back(f);

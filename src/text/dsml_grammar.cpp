@@ -20,6 +20,10 @@ const std::vector<std::string>& opener_rest() {  // after a free-text start matc
   static const std::vector<std::string> v{cat("\n", kDsmlInvokeOpen)};
   return v;
 }
+const std::vector<std::string>& first_invoke() {  // inside a block the prompt opened
+  static const std::vector<std::string> v{std::string(kDsmlInvokeOpen)};
+  return v;
+}
 const std::vector<std::string>& invoke_body() {  // after `NAME">\n`: a parameter or the end
   static const std::vector<std::string> v{std::string(kDsmlParamOpen), cat("\n", kDsmlInvokeClose)};
   return v;
@@ -38,7 +42,7 @@ const std::vector<std::string>& after_invoke() {
 }
 
 bool valid_tool_name(const std::string& s) {
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
   });
 }
@@ -51,6 +55,10 @@ bool valid_param_name(const std::string& s) {
 
 // Whether a parameter schema admits a string value (written raw), and whether it admits others.
 void value_kinds(const ojson& prop, bool* raw, bool* json) {
+  if (!prop.is_object()) {
+    *raw = *json = true;
+    return;
+  }
   const auto t = prop.find("type");
   if (t == prop.end()) {
     *raw = *json = true;
@@ -71,6 +79,8 @@ ToolGrammar ToolGrammar::compile(const ojson& tools) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string at = "tools[" + std::to_string(i) + "].function";
     const ojson& fn = tools[i].contains("function") ? tools[i]["function"] : tools[i];
+    const auto st = fn.find("strict");
+    const bool strict = st != fn.end() && st->is_boolean() && st->get<bool>();
     Tool t;
     t.name = fn.value("name", "");
     if (!valid_tool_name(t.name))
@@ -93,8 +103,18 @@ ToolGrammar ToolGrammar::compile(const ojson& tools) {
         t.lits.push_back(name + "\" string=\"true\">");
       }
       if (json) {
-        g.schemas_.push_back(std::make_shared<JsonSchema>(JsonSchema::compile_value(prop, path)));
-        t.entries.push_back(Entry{index, false, g.schemas_.back()->root()});
+        const SchemaNode* schema = nullptr;  // any value
+        try {
+          g.schemas_.push_back(std::make_shared<JsonSchema>(JsonSchema::compile_value(prop, path)));
+          schema = g.schemas_.back()->root();
+        } catch (const RequestError&) {
+          if (strict) throw;
+          if (!raw) {  // not enforceable: raw text is allowed too
+            t.entries.push_back(Entry{index, true, nullptr});
+            t.lits.push_back(name + "\" string=\"true\">");
+          }
+        }
+        t.entries.push_back(Entry{index, false, schema});
         t.lits.push_back(name + "\" string=\"false\">");
       }
     }
@@ -115,9 +135,10 @@ ToolGrammar ToolGrammar::compile(const ojson& tools) {
   return g;
 }
 
-ToolCallMatcher::ToolCallMatcher(const ToolGrammar* g, bool free_start)
-    : g_(g), phase_(free_start ? Phase::kFree : Phase::kLiteral) {
-  if (!free_start) expect(&opener(), 1, Then::kName);
+ToolCallMatcher::ToolCallMatcher(const ToolGrammar* g, CallStart start)
+    : g_(g), phase_(start == CallStart::kFree ? Phase::kFree : Phase::kLiteral) {
+  if (start == CallStart::kBlock) expect(&opener(), 1, Then::kName);
+  if (start == CallStart::kInsideBlock) expect(&first_invoke(), 1, Then::kName);
 }
 
 void ToolCallMatcher::expect(const std::vector<std::string>* lits, uint64_t alive, Then then) {

@@ -4,9 +4,11 @@
 // its declared parameters at most once each, the required ones before the invoke closes,
 // string-typed values as raw text (string="true"), other values as JSON of the parameter's
 // schema (string="false", text/json_grammar.h). ToolCallMatcher has JsonMatcher's interface, so
-// the same vocabulary-trie search (runtime/json_constraint.h) turns it into a token mask.
+// the same vocabulary-trie search (runtime/token_constraint.h) turns it into a token mask.
 //
-// Not wired into generation yet: the tool-call constraint is the next step of issue 10.
+// A tool marked "strict": true must have a parameter schema json_grammar.h can enforce (else the
+// request is refused); for the others the schema is enforced where it can be, and a parameter
+// whose schema cannot be gets any value (raw text or any JSON).
 #pragma once
 
 #include <cstdint>
@@ -21,9 +23,10 @@ namespace cedar::text {
 
 class ToolGrammar {
  public:
-  // From the request's OpenAI-style tools ([{type:"function", function:{name, parameters}}]).
-  // Throws RequestError naming an unsupported parameter schema (json_grammar.h's subset) or more
-  // than 64 parameters on one tool.
+  // From the request's OpenAI-style tools ([{type:"function", function:{name, parameters}}] or
+  // the function objects alone). Throws RequestError naming an unsupported parameter schema of a
+  // strict tool (json_grammar.h's subset), more than 64 parameter spellings on one tool or more
+  // than 64 tools.
   static ToolGrammar compile(const ojson& tools);
 
   struct Entry {                         // one way to write one parameter
@@ -47,16 +50,22 @@ class ToolGrammar {
   std::vector<std::shared_ptr<JsonSchema>> schemas_;  // own the parameter schemas
 };
 
+// Where the output starts relative to the calls block.
+enum class CallStart : uint8_t {
+  kFree,         // text may come before the block, or no block at all (tool_choice "auto")
+  kBlock,        // the output is the block alone
+  kInsideBlock,  // the prompt opened the block ("<｜DSML｜ calls>\n", tool_choice "required" or
+                 // a named function: chat_encoder's forced call): the invokes come first
+};
+
 class ToolCallMatcher {
  public:
-  // free_start: text may come before the calls block (tool_choice "auto"); otherwise the output
-  // is the block alone (tool_choice "required" or a named function).
-  ToolCallMatcher(const ToolGrammar* g, bool free_start);
+  ToolCallMatcher(const ToolGrammar* g, CallStart start);
   bool feed(uint8_t c);  // false (state unchanged) if no text of the grammar continues with c
   bool feed(std::string_view s);
   bool step(uint8_t c);  // feed() without the undo (state garbage on false)
   // The output may end here: the block is complete, or (free start) no block has begun.
-  bool done() const { return phase_ == Phase::kDone || (phase_ == Phase::kFree); }
+  bool done() const { return phase_ == Phase::kDone || phase_ == Phase::kFree; }
   std::string key() const;
 
  private:

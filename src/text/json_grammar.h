@@ -1,6 +1,6 @@
 // Constrained JSON output (response_format json_object / json_schema): a JSON schema compiled to
 // a tree of SchemaNodes, and a byte-level pushdown matcher that accepts exactly the texts that
-// are JSON values of that schema (or prefixes of one). runtime/json_constraint.* turns the
+// are JSON values of that schema (or prefixes of one). runtime/token_constraint.* turns the
 // matcher into a mask over the vocabulary, one decoding step at a time.
 //
 // The schema subset (a request using anything else is refused, never silently unconstrained):

@@ -1,7 +1,7 @@
 // Structured output is enforced, not only prompted: with response_format json_object or
 // json_schema the tiny model's random weights still write JSON -- a complete answer parses (and
 // validates against the schema); one cut by max_tokens is a prefix of such a text (checked in
-// tests/unit/runtime/json_constraint_test.cpp). Also through the official client and the
+// tests/unit/runtime/token_constraint_test.cpp). Also through the official client and the
 // Responses API, and a schema the constraint cannot enforce is a 400 naming what.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -93,4 +93,114 @@ test('a schema the constraint cannot enforce is a 400 that names the feature', a
   assert.equal(r.status, 400, r.text);
   assert.match(r.json.error.message, /"pattern" is not supported/);
   assert.match(r.json.error.param, /response_format\.json_schema\.schema\.properties\.a/);
+});
+
+// Strict tool calls: the calls block is constrained to the declared tools, each parameter at
+// most once, the required ones present, values of their schema.
+const ALARM = {
+  type: 'function',
+  function: {
+    name: 'set_alarm', strict: true,
+    parameters: {
+      type: 'object', required: ['hour'],
+      properties: { hour: { type: 'integer' }, loud: { type: 'boolean' },
+        days: { type: 'array', items: { enum: [1, 2, 3] }, maxItems: 3 } },
+    },
+  },
+};
+const STOP = { type: 'function', function: { name: 'stop', strict: true, parameters: { type: 'object', properties: {} } } };
+const CALL_ASK = [{ role: 'user', content: 'Wake me at seven.' }];
+
+function validCall(name, args) {
+  if (name === 'stop') return Object.keys(args).length === 0;
+  if (name !== 'set_alarm' || !Number.isInteger(args.hour)) return false;
+  if ('loud' in args && typeof args.loud !== 'boolean') return false;
+  if ('days' in args && !(Array.isArray(args.days) && args.days.length <= 3 &&
+      args.days.every((d) => [1, 2, 3].includes(d)))) return false;
+  return Object.keys(args).every((k) => ['hour', 'loud', 'days'].includes(k));
+}
+
+test('tool_choice required: random weights write only calls of the declared tools, streamed too', async () => {
+  const body0 = {
+    model: 'm', messages: CALL_ASK, max_tokens: 96, thinking: { type: 'disabled' },
+    tools: [ALARM, STOP], tool_choice: 'required',
+  };
+  // A cold CED prefill and one restored from the prefix cache may differ in the last digits of
+  // the logits (docs/RUNNING.md): one request first, so that every compared pair is restored.
+  await client.chat.completions.create({ ...body0, max_tokens: 1 });
+  let complete = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const body = { ...body0, seed };
+    const r = await client.chat.completions.create(body);
+    const c = r.choices[0];
+    if (c.finish_reason === 'tool_calls') {
+      complete++;
+      assert.ok(c.message.tool_calls.length >= 1);
+      for (const t of c.message.tool_calls)
+        assert.ok(validCall(t.function.name, JSON.parse(t.function.arguments)), JSON.stringify(t));
+    } else {
+      assert.equal(c.finish_reason, 'length', JSON.stringify(c));
+    }
+    const s = await client.chat.completions.create({ ...body, stream: true });
+    const args = {};
+    for await (const ch of s)
+      for (const t of ch.choices[0]?.delta?.tool_calls ?? []) args[t.index] = (args[t.index] ?? '') + (t.function?.arguments ?? '');
+    if (c.finish_reason === 'tool_calls')
+      assert.deepEqual(Object.values(args), c.message.tool_calls.map((t) => t.function.arguments));
+  }
+  assert.ok(complete >= 1, 'no answer completed its calls within 96 tokens');
+  console.log(`[ info ] tool_choice required: ${complete} of 6 answers complete within 96 tokens`);
+});
+
+test('a named tool_choice calls that tool only; Anthropic tool_choice tool as well', async () => {
+  let complete = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await client.chat.completions.create({
+      model: 'm', messages: CALL_ASK, seed, max_tokens: 160, thinking: { type: 'disabled' },
+      tools: [ALARM, STOP], tool_choice: { type: 'function', function: { name: 'set_alarm' } },
+    });
+    if (r.choices[0].finish_reason === 'tool_calls') {  // else cut: a prefix (unit tests)
+      complete++;
+      for (const t of r.choices[0].message.tool_calls) {
+        assert.equal(t.function.name, 'set_alarm');
+        assert.ok(validCall('set_alarm', JSON.parse(t.function.arguments)), t.function.arguments);
+      }
+    }
+    if (seed > 3) continue;
+    const a = await post(srv.url + '/v1/messages', {
+      model: 'm', max_tokens: 96, messages: CALL_ASK, metadata: {}, thinking: { type: 'disabled' },
+      tools: [{ name: 'set_alarm', strict: true, input_schema: ALARM.function.parameters }],
+      tool_choice: { type: 'tool', name: 'set_alarm' },
+    });
+    assert.equal(a.status, 200, a.text);
+    if (a.json.stop_reason !== 'tool_use') continue;
+    for (const b of a.json.content.filter((x) => x.type === 'tool_use')) {
+      assert.equal(b.name, 'set_alarm');
+      assert.ok(validCall('set_alarm', b.input), JSON.stringify(b.input));
+    }
+  }
+  assert.ok(complete >= 1, 'no named call completed within 160 tokens');
+});
+
+test('tool_choice auto with a strict tool: free text, and any call is valid', async () => {
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await client.chat.completions.create({
+      model: 'm', messages: CALL_ASK, seed, max_tokens: 48, thinking: { type: 'disabled' },
+      tools: [ALARM, STOP],
+    });
+    const c = r.choices[0];
+    assert.ok(['stop', 'length', 'tool_calls'].includes(c.finish_reason));
+    for (const t of c.message.tool_calls ?? [])
+      assert.ok(validCall(t.function.name, JSON.parse(t.function.arguments)), JSON.stringify(t));
+  }
+});
+
+test('a strict tool whose schema cannot be enforced is a 400 naming the parameter', async () => {
+  const r = await post(srv.url + '/v1/chat/completions', {
+    model: 'm', messages: CALL_ASK,
+    tools: [{ type: 'function', function: { name: 'f', strict: true, parameters: {
+      type: 'object', properties: { a: { type: 'integer', minimum: 3 } } } } }],
+  });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.error.param, /tools\[0\]\.function\.parameters\.properties\.a/);
 });

@@ -35,9 +35,9 @@ std::string block(const std::vector<std::string>& invokes) {
 }
 
 // How many bytes of `text` the matcher takes (text.size(): all of it).
-size_t accepted(const ToolGrammar& g, const std::string& text, bool free_start = false,
+size_t accepted(const ToolGrammar& g, const std::string& text, CallStart start = CallStart::kBlock,
                 bool* done = nullptr) {
-  ToolCallMatcher m(&g, free_start);
+  ToolCallMatcher m(&g, start);
   size_t n = 0;
   while (n < text.size() && m.feed(uint8_t(text[n]))) ++n;
   if (done) *done = m.done();
@@ -51,7 +51,7 @@ TEST(ToolGrammar, AcceptsTheCanonicalBlockAndItParsesBack) {
                               param("detail", false, "{\"hourly\":true}")}),
        invoke("get", {})});
   bool done = false;
-  EXPECT_EQ(accepted(g, text, false, &done), text.size());
+  EXPECT_EQ(accepted(g, text, CallStart::kBlock, &done), text.size());
   EXPECT_TRUE(done);
   ParserOptions o;
   o.tools = kTools;
@@ -93,15 +93,15 @@ TEST(ToolGrammar, RefusesAtTheFirstByteThatCannotContinue) {
 TEST(ToolGrammar, AFreeStartAllowsTextThenConstrainsTheBlock) {
   const ToolGrammar g = ToolGrammar::compile(kTools);
   bool done = false;
-  EXPECT_EQ(accepted(g, "Plain answer, no tool < here.", true, &done), 29u);
+  EXPECT_EQ(accepted(g, "Plain answer, no tool < here.", CallStart::kFree, &done), 29u);
   EXPECT_TRUE(done);
   const std::string text = "Let me check.\n\n" + block({invoke("get", {})});
-  EXPECT_EQ(accepted(g, text, true, &done), text.size());
+  EXPECT_EQ(accepted(g, text, CallStart::kFree, &done), text.size());
   EXPECT_TRUE(done);
   const std::string bad =
       "ok " + std::string(kDsmlCallsOpen) + "\n" + std::string(kDsmlInvokeOpen) + "nope";
-  EXPECT_LT(accepted(g, bad, true, &done), bad.size());
-  ToolCallMatcher m(&g, true);
+  EXPECT_LT(accepted(g, bad, CallStart::kFree, &done), bad.size());
+  ToolCallMatcher m(&g, CallStart::kFree);
   ASSERT_TRUE(m.feed(std::string(kDsmlCallsOpen)));
   EXPECT_FALSE(m.done());  // inside the block, the output may not end
 }
@@ -111,7 +111,7 @@ TEST(ToolGrammar, EqualStatesHaveEqualKeys) {
   const std::string in = block({}).substr(0, kDsmlCallsOpen.size() + 1) +
                          std::string(kDsmlInvokeOpen) + "get_weather\">\n" +
                          std::string(kDsmlParamOpen) + "city\" string=\"true\">";
-  ToolCallMatcher a(&g, false), b(&g, false);
+  ToolCallMatcher a(&g, CallStart::kBlock), b(&g, CallStart::kBlock);
   ASSERT_TRUE(a.feed(in + "Paris"));
   ASSERT_TRUE(b.feed(in + "Rome and more"));
   EXPECT_EQ(a.key(), b.key());  // the inside of a raw value is one state (one cached mask)
@@ -119,11 +119,35 @@ TEST(ToolGrammar, EqualStatesHaveEqualKeys) {
   EXPECT_NE(a.key(), b.key());
 }
 
+TEST(ToolGrammar, InsideABlockThePromptOpenedTheInvokesComeFirst) {
+  const ToolGrammar g = ToolGrammar::compile(kTools);
+  const std::string whole = block({invoke("get", {})});
+  const std::string rest = whole.substr(kDsmlCallsOpen.size() + 1);  // after "<calls>\n"
+  bool done = false;
+  EXPECT_EQ(accepted(g, rest, CallStart::kInsideBlock, &done), rest.size());
+  EXPECT_TRUE(done);
+  EXPECT_LT(accepted(g, whole, CallStart::kInsideBlock), kDsmlCallsOpen.size());  // no 2nd tag
+  EXPECT_EQ(accepted(g, "text", CallStart::kInsideBlock), 0u);
+}
+
+TEST(ToolGrammar, AStrictToolMustBeEnforceableOthersGetAnyValue) {
+  EXPECT_THROW(ToolGrammar::compile(ojson::parse(
+                   R"([{"function":{"name":"f","strict":true,"parameters":{"properties":{
+                       "a":{"pattern":"x"}}}}}])")),
+               RequestError);
+  // not strict: the parameter takes raw text or any JSON value
+  const ToolGrammar g = ToolGrammar::compile(ojson::parse(
+      R"([{"function":{"name":"f","parameters":{"properties":{"a":{"pattern":"x"}}}}}])"));
+  for (const std::string& v :
+       {param("a", true, "free <text>"), param("a", false, "[1,{\"k\":null}]")}) {
+    const std::string text = block({invoke("f", {v})});
+    EXPECT_EQ(accepted(g, text), text.size()) << v;
+  }
+  const std::string bad = block({invoke("f", {param("a", false, "[1,")})});
+  EXPECT_LT(accepted(g, bad), bad.size());  // still JSON
+}
+
 TEST(ToolGrammar, RefusesSchemasItCannotEnforce) {
-  EXPECT_THROW(
-      ToolGrammar::compile(ojson::parse(
-          R"([{"function":{"name":"f","parameters":{"properties":{"a":{"pattern":"x"}}}}}])")),
-      RequestError);
   EXPECT_THROW(ToolGrammar::compile(ojson::parse(R"([{"function":{"name":"a b"}}])")),
                RequestError);
   EXPECT_THROW(

@@ -1,4 +1,4 @@
-#include "runtime/json_constraint.h"
+#include "runtime/token_constraint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,37 +47,42 @@ TokenTrie::TokenTrie(const text::Tokenizer& tok) : vocab_(tok.vocab_size()) {
   }
 }
 
-JsonConstraint::JsonConstraint(const TokenTrie& trie, const text::Tokenizer& tok,
-                               const text::SchemaNode* root, std::vector<int32_t> stop_ids)
+template <class Matcher>
+GrammarConstraint<Matcher>::GrammarConstraint(const TokenTrie& trie, const text::Tokenizer& tok,
+                                              Matcher start, std::vector<int32_t> stop_ids)
     : trie_(trie),
       tok_(tok),
-      m_(root),
+      m_(std::move(start)),
       stop_ids_(std::move(stop_ids)),
       stop_logits_(stop_ids_.size()) {}
 
-void JsonConstraint::search(uint32_t node, const text::JsonMatcher& m, Bits* allowed) const {
-  for (uint32_t k = trie_.nodes_[node].first_child; k != 0; k = trie_.nodes_[k].next_sibling) {
-    const auto& n = trie_.nodes_[k];
-    text::JsonMatcher next = m;
+template <class Matcher>
+void GrammarConstraint<Matcher>::search(uint32_t node, const Matcher& m, Bits* allowed) const {
+  const auto& nodes = trie_.nodes();
+  for (uint32_t k = nodes[node].first_child; k != 0; k = nodes[k].next_sibling) {
+    const auto& n = nodes[k];
+    Matcher next = m;
     if (!next.step(n.byte)) continue;
     for (uint32_t t = n.tok_begin; t < n.tok_end; ++t) {
-      const int32_t id = trie_.ids_[t];
+      const int32_t id = trie_.ids()[t];
       (*allowed)[size_t(id) / 64] |= uint64_t(1) << (id % 64);
     }
     search(k, next, allowed);
   }
 }
 
-const JsonConstraint::Bits& JsonConstraint::allowed() {
+template <class Matcher>
+const typename GrammarConstraint<Matcher>::Bits& GrammarConstraint<Matcher>::allowed() {
   std::string key = m_.key();
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   if (cache_.size() >= kMaxCachedStates) cache_.clear();
   Bits bits((size_t(trie_.vocab_size()) + 63) / 64, 0);
-  if (!m_.done()) search(0, m_, &bits);
+  search(0, m_, &bits);  // a finished matcher refuses every byte: an empty mask
   return cache_.emplace(std::move(key), std::move(bits)).first->second;
 }
 
-void JsonConstraint::mask(std::span<float> logits) {
+template <class Matcher>
+void GrammarConstraint<Matcher>::mask(std::span<float> logits) {
   if (broken_) return;
   const Bits& ok = allowed();
   // the stop tokens are added tokens, never in the trie: kept aside, restored below
@@ -91,7 +96,7 @@ void JsonConstraint::mask(std::span<float> logits) {
     if (!allow) logits[i] = -INFINITY;
     any |= allow;
   }
-  // the end of the answer: once the value is complete (or, should no token continue it, to end
+  // the end of the answer: where the grammar may end (or, should no token continue it, to end
   // rather than sample from nothing)
   if (m_.done() || !any)
     for (size_t s = 0; s < stop_ids_.size(); ++s)
@@ -99,12 +104,16 @@ void JsonConstraint::mask(std::span<float> logits) {
         logits[size_t(stop_ids_[s])] = stop_logits_[s];
 }
 
-void JsonConstraint::accept(int32_t id) {
+template <class Matcher>
+void GrammarConstraint<Matcher>::accept(int32_t id) {
   if (broken_) return;
   if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) return;
   bytes_.clear();
   if (id >= 0 && id < tok_.vocab_size()) tok_.append_token_bytes(id, &bytes_);
   if (bytes_.empty() || !m_.feed(bytes_)) broken_ = true;
 }
+
+template class GrammarConstraint<text::JsonMatcher>;
+template class GrammarConstraint<text::ToolCallMatcher>;
 
 }  // namespace cedar::runtime

@@ -1,0 +1,85 @@
+// Constrained decoding: each step, the tokens whose bytes cannot continue a text of a byte
+// grammar get -inf logits, and the end of the answer is allowed only where the grammar may end.
+// Two grammars use it: a JSON answer (response_format json_object / json_schema,
+// text/json_grammar.h) and strict tool calls (text/dsml_grammar.h). The search walks a byte trie
+// of the vocabulary with the grammar's matcher, so a state where few bytes fit (after a '{')
+// visits few nodes; masks are cached by matcher state (the inside of a string is one state).
+// Requests without a constraint never reach this code.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "text/dsml_grammar.h"
+#include "text/json_grammar.h"
+#include "text/tokenizer.h"
+
+namespace cedar::runtime {
+
+// The plain-text tokens of a vocabulary by their bytes (added tokens -- <think>, the stop tokens
+// -- are left out). Built once per engine.
+class TokenTrie {
+ public:
+  struct Node {
+    uint32_t first_child = 0, next_sibling = 0;  // 0: none (node 0 is the root)
+    uint32_t tok_begin = 0, tok_end = 0;         // ids()[tok_begin, tok_end): tokens ending here
+    uint8_t byte = 0;
+  };
+  explicit TokenTrie(const text::Tokenizer& tok);
+  int32_t vocab_size() const { return vocab_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& ids() const { return ids_; }
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<int32_t> ids_;
+  int32_t vocab_ = 0;
+};
+
+// What the generator sees of a constraint.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logits of every token the answer cannot continue with to -inf.
+  virtual void mask(std::span<float> logits) = 0;
+  // The token chosen (sampled from masked logits, or forced by the test hook: then it may not
+  // fit, and the constraint stops applying).
+  virtual void accept(int32_t id) = 0;
+  // The answer may end here.
+  virtual bool complete() const = 0;
+};
+
+// Matcher: feed(string_view) (all or nothing), step(uint8_t) (no undo), done(), key() -- the
+// interface of text::JsonMatcher and text::ToolCallMatcher. Instantiated for those two.
+template <class Matcher>
+class GrammarConstraint final : public TokenConstraint {
+ public:
+  GrammarConstraint(const TokenTrie& trie, const text::Tokenizer& tok, Matcher start,
+                    std::vector<int32_t> stop_ids);
+  void mask(std::span<float> logits) override;
+  void accept(int32_t id) override;
+  bool complete() const override { return m_.done(); }
+
+ private:
+  using Bits = std::vector<uint64_t>;
+  void search(uint32_t node, const Matcher& m, Bits* allowed) const;
+  const Bits& allowed();
+
+  const TokenTrie& trie_;
+  const text::Tokenizer& tok_;
+  Matcher m_;
+  std::vector<int32_t> stop_ids_;
+  std::vector<float> stop_logits_;  // mask()'s scratch, one per stop id (no allocation per step)
+  bool broken_ = false;
+  std::unordered_map<std::string, Bits> cache_;
+  std::string bytes_;  // scratch: one token's bytes
+};
+
+using JsonConstraint = GrammarConstraint<text::JsonMatcher>;
+using ToolCallConstraint = GrammarConstraint<text::ToolCallMatcher>;
+
+}  // namespace cedar::runtime

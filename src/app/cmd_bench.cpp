@@ -141,9 +141,7 @@ int cmd_bench(int argc, char** argv) {
        {"gen", "", true, "decode steps timed after each prompt (default 32)"},
        {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
        {"threads", "t", true, "worker threads (default: all cores)"},
-       {"kernels", "", true,
-        "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
-        "CEDAR_KERNELS"},
+       {"kernels", "", true, kKernelsHelp},
        {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
        {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
        {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},

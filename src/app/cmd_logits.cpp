@@ -58,9 +58,7 @@ int cmd_logits(int argc, char** argv) {
                        {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
                        {"chunk", "", true, "feed the prompt N tokens per forward call"},
                        {"decode", "", false, "feed the prompt one token per forward call"},
-                       {"kernels", "", true,
-                        "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; "
-                        "env CEDAR_KERNELS"},
+                       {"kernels", "", true, kKernelsHelp},
                        {"threads", "t", true, "worker threads (default: all cores)"}});
   args.parse(argc, argv);
   if (args.help_requested()) {

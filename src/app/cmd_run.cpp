@@ -210,9 +210,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"cache-window", "", false, "cache units keep the window (exact restore)"},
                     {"no-prefetch", "", false,
                      "do not read the weights in ahead (pages load as they are used)"},
-                    {"kernels", "", true,
-                     "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
-                     "CEDAR_KERNELS"}});
+                    {"kernels", "", true, kKernelsHelp}});
   try {
     args.parse(int(rest.size()), rest.data());
   } catch (const std::exception& e) {

@@ -92,9 +92,7 @@ int cmd_serve(int argc, char** argv) {
         "allow browser calls from this origin (\"*\": any; default: no CORS headers)"},
        {"http-threads", "", true,
         "threads that run generation requests (default max(256, 4*parallel+16))"},
-       {"kernels", "", true,
-        "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env "
-        "CEDAR_KERNELS"},
+       {"kernels", "", true, kKernelsHelp},
        {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
        {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
        {"cache-dir", "", true, "prefix cache disk directory (default: no disk tier)"},

@@ -9,12 +9,16 @@ namespace cedar::app {
 int cmd_make_model(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_render(int argc, char** argv);
 int cmd_parse(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
+// The help text of --kernels, the same in every command that runs the model.
+inline constexpr const char* kKernelsHelp =
+    "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env CEDAR_KERNELS";
 // "0.2.0 (<git describe>)": the project version and the commit the build was configured at.
 std::string version_string();
 

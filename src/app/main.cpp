@@ -23,6 +23,8 @@ const Command kCommands[] = {
      "print layer roles, parameter counts and KV bytes/token (--model DIR | --config FILE)"},
     {"logits", cedar::app::cmd_logits,
      "write FP32 logits of every position as .npy (--model DIR --ids 1,2,3 --out F.npy)"},
+    {"perplexity", cedar::app::cmd_perplexity,
+     "perplexity of a text file, scored on the CED decoder's rows (-m DIR -f FILE [-c N])"},
     {"tokenize", cedar::app::cmd_tokenize,
      "print the token ids of a UTF-8 file (--tokenizer tokenizer.json FILE)"},
     {"render", cedar::app::cmd_render,

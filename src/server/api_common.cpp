@@ -130,7 +130,13 @@ void choose_tool_constraint(const text::ChatRequest& req, JobSpec* spec) {
     strict |= it != f.end() && it->is_boolean() && it->get<bool>();
   }
   if (!forced && (!strict || spec->json_schema)) return;
-  spec->tool_grammar = std::make_shared<text::ToolGrammar>(text::ToolGrammar::compile(req.tools));
+  try {
+    spec->tool_grammar = std::make_shared<text::ToolGrammar>(text::ToolGrammar::compile(req.tools));
+  } catch (const text::RequestError&) {
+    if (strict) throw;  // the client asked for enforcement: say why it cannot be had
+    return;  // a forced call without strict tools the grammar cannot hold (> 64 tools, ...):
+             // prompted only, as before the constraint existed
+  }
   spec->json_schema = nullptr;
 }
 

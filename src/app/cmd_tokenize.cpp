@@ -1,6 +1,7 @@
 // `cedar tokenize --tokenizer PATH/tokenizer.json FILE`: prints the ids of FILE's UTF-8 text as
 // one JSON array on stdout. Plain text: no BOS, no added-token recognition (v41-interface.md
-// §2.4), so the output is what message content encodes to.
+// §2.4), so the output is what message content encodes to. `--jsonl`: FILE holds one JSON string
+// per line (or an object with a "text" string); each gives one array line.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/jsonl.h"
 #include "base/args.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
@@ -15,7 +17,8 @@
 namespace cedar::app {
 
 int cmd_tokenize(int argc, char** argv) {
-  Args args("tokenize", {{"tokenizer", "t", true, "path to tokenizer.json (required)"}});
+  Args args("tokenize", {{"tokenizer", "t", true, "path to tokenizer.json (required)"},
+                         {"jsonl", "", false, "FILE: one JSON string per line"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s  FILE   UTF-8 text file to tokenize\n", args.usage().c_str());
@@ -27,6 +30,17 @@ int cmd_tokenize(int argc, char** argv) {
                              std::to_string(args.positional().size()));
   const std::string& path = args.positional()[0];
 
+  const text::Tokenizer tok = text::Tokenizer::load(tok_path);
+  if (args.has("jsonl")) {
+    for_each_jsonl(path, [&](const nlohmann::ordered_json& v) {
+      const nlohmann::ordered_json* t = &v;
+      if (v.is_object() && v.contains("text")) t = &v["text"];
+      if (!t->is_string()) throw std::runtime_error("expected a JSON string or {\"text\": ...}");
+      return ids_json(tok.encode(t->get<std::string>(), /*allow_special=*/false));
+    });
+    return 0;
+  }
+
   std::ifstream f(path, std::ios::binary);
   if (!f) throw std::runtime_error("cannot open input file '" + path + "'");
   std::stringstream ss;
@@ -37,18 +51,7 @@ int cmd_tokenize(int argc, char** argv) {
   if (!text::utf8_valid(text, &bad))
     throw std::runtime_error("input file '" + path + "' is not valid UTF-8 (bad byte at offset " +
                              std::to_string(bad) + ")");
-
-  const text::Tokenizer tok = text::Tokenizer::load(tok_path);
-  const std::vector<int32_t> ids = tok.encode(text, /*allow_special=*/false);
-
-  std::string out;
-  out.reserve(ids.size() * 7 + 3);
-  out += '[';
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (i) out += ',';
-    out += std::to_string(ids[i]);
-  }
-  out += "]\n";
+  const std::string out = ids_json(tok.encode(text, /*allow_special=*/false)) + "\n";
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0)
     throw std::runtime_error("cannot write to stdout");
   return 0;

@@ -86,7 +86,7 @@ std::string read_file(const std::string& path) {
 
 int cmd_perplexity(int argc, char** argv) {
   Args args("perplexity",
-            {{"model", "m", true, "model directory (required)"},
+            {{"model", "m", true, "model directory (default: the embedded default model)"},
              {"file", "f", true, "UTF-8 text file to score (required)"},
              {"ctx", "c", true, "tokens per window (default 512)"},
              {"chunks", "", true, "score at most this many windows (default: all)"},
@@ -100,7 +100,7 @@ int cmd_perplexity(int argc, char** argv) {
     return 0;
   }
   runtime::EngineOptions eo;
-  eo.model_dir = args.require("model");
+  eo.model_dir = model_dir_or_default(args);
   const std::string path = args.require("file");
   const long long ctx = args.get_int("ctx", 512);
   if (ctx < 2 || ctx > (1 << 20)) throw std::runtime_error("--ctx must be in [2, 1048576]");

@@ -187,7 +187,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   for (const auto& s : stops)
     if (s.empty()) throw UsageError("option --stop: the stop string must not be empty");
 
-  Args args("run", {{"model", "m", true, "model directory (required)"},
+  Args args("run", {{"model", "m", true, "model directory (default: the embedded default model)"},
                     {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
                     {"file", "f", true, "one-shot prompt read from a file"},
                     {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},
@@ -223,8 +223,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   if (!args.positional().empty())
     throw UsageError("unexpected argument '" + args.positional().front() +
                      "' (the prompt goes after -p)");
-  if (!args.has("model")) throw UsageError("missing required option --model (-m DIR)");
-  rc->engine.model_dir = args.get("model");
+  rc->engine.model_dir = model_dir_or_default(args);
   rc->engine.threads = int(int_flag(args, "threads", 0, 0, 4096, "between 0 and 4096"));
   rc->engine.kernels = args.get("kernels", "");
   rc->prefetch = !args.has("no-prefetch");

@@ -66,7 +66,7 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
 int cmd_serve(int argc, char** argv) {
   Args args(
       "serve",
-      {{"model", "m", true, "model directory (required)"},
+      {{"model", "m", true, "model directory (default: the embedded default model)"},
        {"host", "", true, "address to listen on (default 127.0.0.1)"},
        {"port", "", true, "port (default 8080; 0: any free port, printed on start)"},
        {"api-key", "", true,
@@ -150,7 +150,7 @@ int cmd_serve(int argc, char** argv) {
       int(positive(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
   server::HttpServer http(metrics, cfg, http_threads);
   const int bound = http.bind(host, port);
-  const std::string model_dir = args.require("model");
+  const std::string model_dir = model_dir_or_default(args);
   std::printf("cedar serve: bound http://%s:%d, loading %s\n", host.c_str(), bound,
               model_dir.c_str());
   std::fflush(stdout);

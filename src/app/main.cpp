@@ -19,6 +19,8 @@ struct Command {
 const Command kCommands[] = {
     {"make-model", cedar::app::cmd_make_model,
      "write a synthetic checkpoint in the release layout (--preset tiny|small --seed N --out DIR)"},
+    {"expand-model", cedar::app::cmd_expand_model,
+     "write the compact trained model in the release layout (--compact DIR --out DIR)"},
     {"inspect", cedar::app::cmd_inspect,
      "print layer roles, parameter counts and KV bytes/token (--model DIR | --config FILE)"},
     {"logits", cedar::app::cmd_logits,

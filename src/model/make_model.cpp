@@ -438,7 +438,7 @@ nlohmann::json config_json(const ModelConfig& cfg) {
 void write_shard(const fs::path& path, const std::vector<const ExpectedTensor*>& order,
                  size_t first, size_t last, TensorStream& src,
                  const std::map<std::string, std::string>& meta) {
-  std::vector<SafetensorsEntry> entries;
+  std::vector<SafetensorsOutput> entries;
   for (size_t k = first; k < last; ++k)
     entries.push_back(
         {order[k]->name, order[k]->dtype, order[k]->shape, nullptr, nbytes(*order[k])});

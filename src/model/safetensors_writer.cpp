@@ -7,7 +7,7 @@
 
 namespace cedar {
 
-std::string safetensors_header(const std::vector<SafetensorsEntry>& tensors,
+std::string safetensors_header(const std::vector<SafetensorsOutput>& tensors,
                                const std::map<std::string, std::string>& metadata) {
   nlohmann::json h = nlohmann::json::object();
   if (!metadata.empty()) {
@@ -42,7 +42,7 @@ std::string safetensors_header(const std::vector<SafetensorsEntry>& tensors,
 }
 
 SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path,
-                                                 const std::vector<SafetensorsEntry>& tensors,
+                                                 const std::vector<SafetensorsOutput>& tensors,
                                                  const std::map<std::string, std::string>& metadata)
     : path_(path) {
   const std::string header = safetensors_header(tensors, metadata);
@@ -86,7 +86,7 @@ void SafetensorsStreamWriter::finish() {
   if (std::fclose(raw) != 0) throw std::runtime_error("write failed (close): " + path_);
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+void write_safetensors(const std::string& path, const std::vector<SafetensorsOutput>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   SafetensorsStreamWriter out(path, tensors, metadata);
   for (const auto& t : tensors) out.append(t.data, t.nbytes);

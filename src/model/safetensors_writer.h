@@ -14,7 +14,7 @@
 
 namespace cedar {
 
-struct SafetensorsEntry {
+struct SafetensorsOutput {
   std::string name;
   DType dtype = DType::BF16;
   std::vector<int64_t> shape;
@@ -25,7 +25,7 @@ struct SafetensorsEntry {
 // The header text (JSON object, keys sorted, offsets assigned in the order of `tensors`), padded
 // to a multiple of 8 bytes. Throws std::runtime_error naming the tensor on a duplicate name or a
 // byte count that does not match dtype and shape.
-std::string safetensors_header(const std::vector<SafetensorsEntry>& tensors,
+std::string safetensors_header(const std::vector<SafetensorsOutput>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
 
 // Writes a file whose tensor bytes arrive one tensor at a time (a multi-GB checkpoint need not be
@@ -34,7 +34,7 @@ std::string safetensors_header(const std::vector<SafetensorsEntry>& tensors,
 // file. Throws naming the file on I/O errors or bytes that do not match the header.
 class SafetensorsStreamWriter {
  public:
-  SafetensorsStreamWriter(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+  SafetensorsStreamWriter(const std::string& path, const std::vector<SafetensorsOutput>& tensors,
                           const std::map<std::string, std::string>& metadata = {});
   ~SafetensorsStreamWriter();
   SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
@@ -53,7 +53,7 @@ class SafetensorsStreamWriter {
 };
 
 // Writes the file; tensor data follows in the order given. Throws naming the file on I/O errors.
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+void write_safetensors(const std::string& path, const std::vector<SafetensorsOutput>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace cedar

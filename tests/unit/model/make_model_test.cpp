@@ -155,7 +155,7 @@ TEST_F(MakeModelTest, TinySeedOneBytesArePinned) {
 
 TEST_F(MakeModelTest, StreamWriterChecksEveryTensor) {
   const std::vector<uint8_t> a = {1, 2, 3, 4}, b = {9, 8};
-  const std::vector<SafetensorsEntry> entries = {{"a", DType::BF16, {2}, a.data(), a.size()},
+  const std::vector<SafetensorsOutput> entries = {{"a", DType::BF16, {2}, a.data(), a.size()},
                                                  {"b", DType::I8, {2}, b.data(), b.size()}};
   const fs::path whole = root_ / "whole.safetensors", streamed = root_ / "streamed.safetensors";
   write_safetensors(whole.string(), entries, {{"format", "pt"}});

@@ -161,7 +161,6 @@ TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
     std::string args, needle;
   };
   const Case cases[] = {
-      {"-p Hello", "--model"},
       {"-m M -p Hello --bogus", "unknown option '--bogus'"},
       {"-m M -p Hello --temp -1", "--temp"},
       {"-m M -p Hello --temp abc", "--temp"},
@@ -188,6 +187,15 @@ TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
     const RunResult r = cedar_run(args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << c.args << "\n" << r.err;
+  }
+  // without -m: the embedded default model when the build made it, else an error naming --model
+  const RunResult d = cedar_run("-p Hello -n 2 --temp 0");
+  if (std::filesystem::exists(std::string(CEDAR_DEFAULT_MODEL) + "/config.json")) {
+    EXPECT_EQ(d.status, 0) << d.err;
+    EXPECT_NE(d.err.find("2 tokens"), std::string::npos) << d.err;
+  } else {
+    EXPECT_EQ(d.status, 1) << d.err;
+    EXPECT_NE(d.err.find("--model"), std::string::npos) << d.err;
   }
   // a missing model directory is a runtime error (1) naming it
   const RunResult r = cedar_run("-m " + root_ + "/nope -p Hello");

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The trainer end to end in seconds (tools/train/): a few KB of corpus and a few synthetic
+# conversations tokenized by cedar itself, 8 steps through every phase (dense indexer warm-up,
+# sparse Top-K, CED simulation, candidate pool, QAT), then export. The exported checkpoint must
+# load in cedar, be bit-identical between cedar's reference mode and tools/reference (as any
+# checkpoint), compute what the trainer computes (tools/train/check_export.py), and the compact
+# form (models/default/ layout) must expand to exactly the same tensors. A second run resumes.
+source "$(dirname "$0")/lib.sh"
+T="$CEDAR_SOURCE_DIR/tools/train"
+export CEDAR_TRAIN_BLAS_CHOSEN=1  # keep the machine's OpenBLAS default in the suite
+"$CEDAR_BIN" make-model --preset tiny --seed 1 --out "$WORK/tpl" >/dev/null
+"$PY" "$T/corpus.py" --sources bible,fortunes --require-all --out "$WORK/all.jsonl"
+# 40 documents (train and held-out ones) are a few KB
+"$PY" - "$WORK/all.jsonl" "$WORK/corpus.jsonl" <<'PYEOF'
+import json, sys
+docs = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+keep = [d for d in docs if d["source"] == "fortunes"][:38] + [docs[0], docs[19]]
+open(sys.argv[2], "w", encoding="utf-8").writelines(json.dumps(d) + "\n" for d in keep)
+PYEOF
+"$PY" "$T/synth.py" --count 40 --seed 2 --out "$WORK/synth.jsonl"
+"$PY" "$T/data.py" --cedar "$CEDAR_BIN" --tokenizer "$WORK/tpl/tokenizer.json" \
+  --corpus "$WORK/corpus.jsonl" --synth "$WORK/synth.jsonl" --out "$WORK/data" --max-used 2000 \
+  >"$WORK/data.log"
+check "data: used ids and held-out text" "$PY" - "$WORK/data" <<'PYEOF'
+import json, os, sys
+import numpy as np
+d = sys.argv[1]
+meta = json.load(open(os.path.join(d, "meta.json")))
+used = np.load(os.path.join(d, "used_ids.npy"))
+assert len(used) == meta["used_ids"] and 0 < len(used) <= 2000 + 34, meta
+assert np.all(np.diff(used) > 0) and 128804 in used and 0 in used
+m = np.load(os.path.join(d, "synth_train_mask.npy"))
+ids = np.load(os.path.join(d, "synth_train.npy"))
+assert 0 < m.sum() < len(m) and ids[m.astype(bool)].tolist().count(1) > 0  # EOS is scored
+assert os.path.getsize(os.path.join(d, "heldout", "bible.txt")) > 0
+PYEOF
+train() {
+  "$PY" "$T/train.py" --template "$WORK/tpl" --data "$WORK/data" --out "$WORK/run" --steps "$1" \
+    --batch 2 --seq 256 --threads 2 --eval-every 4 --save-every 4 --warmup 2
+}
+train 8 >"$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; exit 1; }
+check "every phase ran" "$PY" - "$WORK/run/log.jsonl" <<'PYEOF'
+import json, math, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 8, len(recs)
+assert recs[0]["dense"] and not recs[-1]["dense"] and recs[-1]["qat"], recs
+assert all(math.isfinite(r["ce"]) and math.isfinite(r["kl"]) for r in recs), recs
+assert recs[-1]["ce"] < recs[0]["ce"], (recs[0]["ce"], recs[-1]["ce"])
+PYEOF
+train 10 >"$WORK/train2.log" 2>&1 || { cat "$WORK/train2.log"; exit 1; }
+check "resumes" grep -q "resumed at step 8" "$WORK/train2.log"
+"$PY" "$T/export.py" --template "$WORK/tpl" --state "$WORK/run/state.pt" --out "$WORK/m" >/dev/null
+"$CEDAR_BIN" inspect --model "$WORK/m" >/dev/null
+make_ids 5 160 "$WORK/ids.txt"
+"$PY" "$REF" --model "$WORK/m" --ids-file "$WORK/ids.txt" --out "$WORK/ref.npy"
+"$CEDAR_BIN" logits --model "$WORK/m" --ids-file "$WORK/ids.txt" --kernels ref --out "$WORK/c.npy"
+check "ref mode == tools/reference" "$PY" "$CMP" "$WORK/c.npy" "$WORK/ref.npy" \
+  --label "trained tiny T=160" --tolerate-rare
+check "trainer == engine" "$PY" "$T/check_export.py" --template "$WORK/tpl" --data "$WORK/data" \
+  --state "$WORK/run/state.pt" --model "$WORK/m" --cedar "$CEDAR_BIN" --tokens 200 \
+  --max-rel 0.1 --min-agree 0.5
+"$PY" "$T/export.py" --template "$WORK/tpl" --state "$WORK/run/state.pt" --out "$WORK/compact" \
+  --compact >/dev/null
+"$CEDAR_BIN" expand-model --compact "$WORK/compact" --tokenizer "$WORK/tpl/tokenizer.json" \
+  --out "$WORK/expanded" >/dev/null
+check "compact expands to the export" "$PY" - "$WORK/expanded" "$WORK/m" \
+  "$CEDAR_SOURCE_DIR/tools/reference" <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[3])
+import numpy as np
+from checkpoint import Checkpoint
+a, b = Checkpoint(sys.argv[1]), Checkpoint(sys.argv[2])
+assert set(a.where) == set(b.where)
+bad = [n for n in a.where if not np.array_equal(a._get(n), b._get(n))]
+assert not bad, bad[:5]
+PYEOF
+finish

@@ -23,6 +23,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 
 import blas_select  # noqa: E402
+import load_compact  # noqa: E402
 
 blas_select.ensure()  # before numpy/torch load OpenBLAS
 
@@ -142,6 +143,7 @@ def main():
     ap.add_argument("--kl-weight", type=float, default=1.0)
     ap.add_argument("--balance", type=float, default=1e-4)
     ap.add_argument("--bias-speed", type=float, default=0.01)
+    ap.add_argument("--init", help="start from a compact model (models/default/) instead of random")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=100)
@@ -166,6 +168,8 @@ def main():
         spent = st.get("spent", 0.0)
         rng.bit_generator.state = st["rng"]
         print(f"resumed at step {step}", flush=True)
+    elif a.init:
+        load_compact.load_into(model, a.init)
     train = Batches(a.data, "train", a.synth_share)
     held = Batches(a.data, "heldout", a.synth_share)
     phases = Phases()

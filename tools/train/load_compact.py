@@ -1,0 +1,69 @@
+"""The way back in: a compact model (models/default/, export.py --compact) loaded into a
+torch_model.Transformer, so training continues from the committed weights in a fresh checkout
+(`train.py --init models/default`). Quantized tensors are dequantized exactly (E4M3/E2M1 values
+times their UE8M0 scales). The data's used ids may differ from the model's: an id both know keeps
+its rows, a new one starts from the "other" row.
+"""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "reference"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import numerics as nx  # noqa: E402
+from checkpoint import SafetensorsFile  # noqa: E402
+
+
+def dequant(f, base):
+    """FP8 [N, K] with 32x32 block scales, FP4 [N, K/2] with (row, 32) scales, or Engram rows."""
+    w, s = f.raw(base + ".weight"), nx.ue8m0_decode(f.raw(base + ".scale"))
+    if f.dtype(base + ".weight") == "I8":
+        v = nx.unpack_fp4(w)
+        return (v.reshape(v.shape[0], -1, 32) * s[:, :, None]).reshape(v.shape)
+    v = nx.e4m3_decode(w)
+    n, k = v.shape
+    if s.shape == (n, k // 32):  # Engram table: a scale per 32 of a row
+        return (v.reshape(n, -1, 32) * s[:, :, None]).reshape(n, k)
+    full = np.repeat(np.repeat(s, 32, axis=0)[:n], 32, axis=1)[:, :k]
+    return v * full
+
+
+def tensor_for(f, name):
+    if name + ".weight" in f.meta and f.dtype(name + ".weight") in ("F8_E4M3", "I8"):
+        return dequant(f, name)
+    dt = f.dtype(name)
+    raw = f.raw(name)
+    return nx.bf16_from_bits(raw) if dt == "BF16" else np.array(raw, dtype=np.float32)
+
+
+def load_into(model, compact_dir):
+    f = SafetensorsFile(os.path.join(compact_dir, "compact.safetensors"))
+    sd = model.state_dict()
+    old_ids = f.raw("compact.used_ids").astype(np.int64)
+    emb, head = (nx.bf16_from_bits(f.raw(n)) for n in ("compact.embed_rows", "compact.head_rows"))
+    pos = {int(v): i for i, v in enumerate(old_ids)}
+    new_ids = model.used_ids.numpy()
+    pick = np.array([pos.get(int(v), len(old_ids)) for v in new_ids])
+    out = {
+        "embed.weight": np.concatenate([emb[pick], emb[-1:]]),
+        "head.weight": head[pick],
+        "head_other": head[-1],
+    }
+    for key in sd:
+        if key in out or key == "used_ids":
+            continue
+        name = key[: -len(".weight")] if key.endswith(".ffn.gate.weight.weight") else key
+        if name.endswith(".weight") and name[: -len(".weight")] + ".weight" in f.meta and \
+                f.dtype(name) in ("F8_E4M3", "I8"):
+            out[key] = dequant(f, name[: -len(".weight")])
+        else:
+            out[key] = tensor_for(f, name)
+    new_sd = {k: torch.from_numpy(np.ascontiguousarray(out[k], dtype=np.float32)).view(sd[k].shape)
+              if k in out else sd[k] for k in sd}
+    model.load_state_dict(new_sd)
+    kept = int((pick < len(old_ids)).sum())
+    print(f"init: {compact_dir}: {kept}/{len(new_ids)} used ids kept their rows", flush=True)

@@ -30,6 +30,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
 curl -s "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -d '{
+  "model": "deepseek-v4-flash",
   "messages": [{"role": "user", "content": "What is the weather in Lisbon?"}],
   "tools": [{"type": "function", "function": {"name": "get_weather",
     "description": "Get the current weather for a city.",

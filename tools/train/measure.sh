@@ -21,7 +21,7 @@ ppl() {  # ppl LABEL ARGS...: one perplexity run, JSON kept, one line printed
   local label=$1
   shift
   "$CEDAR" perplexity -m "$MODEL" --json "$@" >"$OUT/$label.json" 2>/dev/null
-  /usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(f"{sys.argv[2]:28s} ppl {j[\"perplexity\"]:9.3f}  scored {j[\"tokens\"]:6d} tokens in {j[\"windows\"]} windows")' "$OUT/$label.json" "$label"
+  /usr/bin/python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("%-16s ppl %9.3f  scored %6d tokens in %d windows" % (sys.argv[2], j["perplexity"], j["tokens"], j["windows"]))' "$OUT/$label.json" "$label"
 }
 for f in "$DATA"/heldout/*.txt; do
   src=$(basename "$f" .txt)

@@ -2,8 +2,6 @@
 // model (model/compact_model.h; the repository's models/default/) written out in the release
 // layout. The build runs it to make the embedded default model (build/models/default).
 #include <cstdio>
-#include <filesystem>
-#include <stdexcept>
 
 #include "app/commands.h"
 #include "base/args.h"
@@ -26,18 +24,6 @@ int cmd_expand_model(int argc, char** argv) {
   expand_compact_model(compact, args.get("tokenizer", CEDAR_DEFAULT_TOKENIZER), out);
   std::printf("wrote %s from %s\n", out.c_str(), compact.c_str());
   return 0;
-}
-
-std::string model_dir_or_default(const Args& args) {
-  if (args.has("model")) return args.get("model");
-#ifdef CEDAR_DEFAULT_MODEL
-  if (!std::filesystem::exists(std::filesystem::path(CEDAR_DEFAULT_MODEL) / "config.json"))
-    throw std::runtime_error(std::string("no --model (-m DIR) given and the default model ") +
-                             CEDAR_DEFAULT_MODEL + " is not built (cmake --build build)");
-  return CEDAR_DEFAULT_MODEL;
-#else
-  throw std::runtime_error("missing required option --model (-m DIR)");
-#endif
 }
 
 }  // namespace cedar::app

@@ -3,8 +3,6 @@
 
 #include <string>
 
-#include "base/args.h"
-
 namespace cedar::app {
 
 // argv here starts at the subcommand name (argv[0] == "logits", ...).
@@ -22,9 +20,6 @@ int cmd_serve(int argc, char** argv);
 // The help text of --kernels, the same in every command that runs the model.
 inline constexpr const char* kKernelsHelp =
     "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env CEDAR_KERNELS";
-// -m DIR, or the embedded default model (build/models/default, the trained tiny model the build
-// expands from models/default/) when the option is absent.
-std::string model_dir_or_default(const Args& args);
 // "0.2.0 (<git describe>)": the project version and the commit the build was configured at.
 std::string version_string();
 

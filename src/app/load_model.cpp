@@ -1,12 +1,26 @@
 #include "app/load_model.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "base/progress.h"
 
 namespace cedar::app {
+
+std::string model_dir_or_default(const Args& args) {
+  if (args.has("model")) return args.get("model");
+#ifdef CEDAR_DEFAULT_MODEL
+  if (!std::filesystem::exists(std::filesystem::path(CEDAR_DEFAULT_MODEL) / "config.json"))
+    throw std::runtime_error(std::string("no --model (-m DIR) given and the default model ") +
+                             CEDAR_DEFAULT_MODEL + " is not built (cmake --build build)");
+  return CEDAR_DEFAULT_MODEL;
+#else
+  throw std::runtime_error("missing required option --model (-m DIR)");
+#endif
+}
 
 size_t available_memory_bytes() {
   std::ifstream in("/proc/meminfo");

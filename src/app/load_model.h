@@ -4,10 +4,17 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "base/args.h"
 #include "runtime/engine.h"
 
 namespace cedar::app {
+
+// -m DIR, or the embedded default model (build/models/default, the trained tiny model the build
+// expands from models/default/) when the option is absent; an error naming --model when that
+// model is not built.
+std::string model_dir_or_default(const Args& args);
 
 // `who` prefixes the messages ("cedar serve"). prefetch: read the weights in after mapping.
 std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,

@@ -16,15 +16,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
+const TensorView* lookup(const SafetensorsFile& f, const std::string& name) {
+  for (const TensorView& v : f.tensors())
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
 const TensorView& find(const SafetensorsFile& f, const std::string& name, DType dt,
                        const std::vector<int64_t>& shape) {
-  for (const TensorView& v : f.tensors()) {
-    if (v.name != name) continue;
-    if (v.dtype != dt || v.shape != shape)
-      throw std::runtime_error(f.path() + ": tensor " + name + " has the wrong dtype or shape");
-    return v;
-  }
-  throw std::runtime_error(f.path() + ": missing tensor " + name);
+  const TensorView* v = lookup(f, name);
+  if (!v) throw std::runtime_error(f.path() + ": missing tensor " + name);
+  if (v->dtype != dt || v->shape != shape)
+    throw std::runtime_error(f.path() + ": tensor " + name + " has the wrong dtype or shape");
+  return *v;
 }
 
 // rows [n+1, D] -> [V, D]: row ids[i] <- rows[i], every other row <- rows[n].
@@ -40,9 +44,7 @@ std::vector<uint8_t> expand_rows(const TensorView& rows, const std::vector<int32
 }
 
 std::vector<int32_t> read_used_ids(const SafetensorsFile& f, int64_t vocab) {
-  const TensorView* t = nullptr;
-  for (const TensorView& v : f.tensors())
-    if (v.name == "compact.used_ids") t = &v;
+  const TensorView* t = lookup(f, "compact.used_ids");
   if (!t || t->dtype != DType::I32 || t->shape.size() != 1)
     throw std::runtime_error(f.path() + ": missing compact.used_ids (I32 [n])");
   std::vector<int32_t> ids(size_t(t->numel()));

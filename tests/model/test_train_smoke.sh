@@ -96,14 +96,7 @@ from checkpoint import SafetensorsFile
 a = SafetensorsFile(os.path.join(sys.argv[1], "compact", "compact.safetensors"))
 b = SafetensorsFile(os.path.join(sys.argv[1], "compact2", "compact.safetensors"))
 assert a.names() == b.names()
-def value(f, n):
-    if n.endswith(".scale"):
-        return None
-    base = n[: -len(".weight")]
-    if n.endswith(".weight") and f.dtype(n) in ("F8_E4M3", "I8"):
-        return L.dequant(f, base)
-    return f.raw(n)
-bad = [n for n in a.names() if not np.array_equal(value(a, n), value(b, n))]
+bad = [n for n in a.names() if not np.array_equal(L.value(a, n), L.value(b, n))]
 assert not bad, bad[:5]
 PYEOF
 finish

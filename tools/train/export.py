@@ -40,6 +40,14 @@ def read_header(path):
     return meta.pop("__metadata__", None), meta
 
 
+def read_template(template):
+    """(safetensors metadata, tensor header in order, vocab size) of the make-model template."""
+    meta, header = read_header(os.path.join(template, "model.safetensors"))
+    with open(os.path.join(template, "config.json")) as f:
+        vocab = int(json.load(f)["text_config"]["vocab_size"])
+    return meta, header, vocab
+
+
 def bf16_bits(t):
     return t.float().contiguous().to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
 
@@ -119,9 +127,7 @@ def encode(src, name, info, header):
 
 
 def export(template, state, out):
-    meta, header = read_header(os.path.join(template, "model.safetensors"))
-    with open(os.path.join(template, "config.json")) as f:
-        vocab = int(json.load(f)["text_config"]["vocab_size"])
+    meta, header, vocab = read_template(template)
     src = Source(state, vocab)
     tensors = {name: (info["dtype"], info["shape"], encode(src, name, info, header))
                for name, info in header.items()}
@@ -135,9 +141,7 @@ def export(template, state, out):
 def export_compact(template, state, out):
     """models/default/ form (src/model/compact_model.h): config.json and compact.safetensors with
     every tensor but embed/head, plus compact.used_ids and the used (+ other) embed/head rows."""
-    meta, header = read_header(os.path.join(template, "model.safetensors"))
-    with open(os.path.join(template, "config.json")) as f:
-        vocab = int(json.load(f)["text_config"]["vocab_size"])
+    meta, header, vocab = read_template(template)
     src = Source(state, vocab)
     used = state["used_ids"].numpy().astype(np.int32)
     head_rows = torch.cat([state["head.weight"], state["head_other"][None]])

@@ -32,12 +32,15 @@ def dequant(f, base):
     return v * full
 
 
-def tensor_for(f, name):
-    if name + ".weight" in f.meta and f.dtype(name + ".weight") in ("F8_E4M3", "I8"):
-        return dequant(f, name)
-    dt = f.dtype(name)
+def value(f, name):
+    """The values behind a checkpoint tensor name: dequantized for FP8/FP4 weights and Engram
+    tables, bf16/f32 as stored; None for a scale (it is part of its weight's value)."""
+    if name.endswith(".scale"):
+        return None
+    if name.endswith(".weight") and f.dtype(name) in ("F8_E4M3", "I8"):
+        return dequant(f, name[: -len(".weight")])
     raw = f.raw(name)
-    return nx.bf16_from_bits(raw) if dt == "BF16" else np.array(raw, dtype=np.float32)
+    return nx.bf16_from_bits(raw) if f.dtype(name) == "BF16" else np.array(raw, dtype=np.float32)
 
 
 def load_into(model, compact_dir):
@@ -56,12 +59,8 @@ def load_into(model, compact_dir):
     for key in sd:
         if key in out or key == "used_ids":
             continue
-        name = key[: -len(".weight")] if key.endswith(".ffn.gate.weight.weight") else key
-        if name.endswith(".weight") and name[: -len(".weight")] + ".weight" in f.meta and \
-                f.dtype(name) in ("F8_E4M3", "I8"):
-            out[key] = dequant(f, name[: -len(".weight")])
-        else:
-            out[key] = tensor_for(f, name)
+        # the router's weight is a Linear inside Gate: ffn.gate.weight.weight in torch
+        out[key] = value(f, key[: -len(".weight")] if key.endswith(".ffn.gate.weight.weight") else key)
     new_sd = {k: torch.from_numpy(np.ascontiguousarray(out[k], dtype=np.float32)).view(sd[k].shape)
               if k in out else sd[k] for k in sd}
     model.load_state_dict(new_sd)

@@ -1,10 +1,11 @@
 """The quantizers of docs/NUMERICS.md in torch, for quantization-aware training.
 
-Each `*_fake` function returns the dequantized value the engine computes with (same grids, same
-scale rules, same ties as tools/reference/numerics.py) and passes the gradient straight through
-(STE: forward q(x), backward identity). Scales are powers of two (UE8M0) from 2^ceil(log2(t)),
-except the compressed main KV's per-16 E4M3 scale. tests: quant_selftest() checks every function
-against the numpy reference on random data, bit for bit.
+Each function returns the dequantized value the engine computes with (same grids, same scale
+rules, same ties as tools/reference/numerics.py); the training forward wraps it in ste() (forward
+q(x), backward identity); the *_parts functions give export.py the values and scales apart. Scales are powers of two (UE8M0) from 2^ceil(log2(t)),
+except the compressed main KV's per-16 E4M3 scale. Checked end to end, not per function: the
+exported checkpoint (whose codes these functions pick) against the trainer's QAT forward
+(check_export.py, in tests/model/test_train_smoke.sh).
 """
 
 import torch
@@ -48,12 +49,10 @@ def _blocks(x, block):
     return x.reshape(*x.shape[:-1], x.shape[-1] // block, block)
 
 
-def act_quant(x, block=32):
-    """kernel.py act_quant + dequant: per 32 along the last axis, UE8M0 scale, E4M3 values."""
-    xg = _blocks(x, block)
-    amax = torch.clamp(xg.abs().amax(-1, keepdim=True), min=1e-4)
-    s = pow2_ceil(amax * (1.0 / FP8_MAX))
-    return (e4m3_round(torch.clamp(xg / s, -FP8_MAX, FP8_MAX)) * s).reshape(x.shape)
+def act_quant(x):
+    """kernel.py act_quant + dequant: per 32 along the last axis, UE8M0 scale, E4M3 values (the
+    same rule as the Engram table's rows)."""
+    return fp8_rows(x)
 
 
 def fp4_act_quant(x, block, scale_fmt):
@@ -102,7 +101,8 @@ def fp4_weight_parts(w):
 
 
 def fp8_rows_parts(w):
-    """Engram table [rows, hd] -> (E4M3 values, UE8M0 scale per 32 of a row [rows, hd/32])."""
+    """[..., K] -> (E4M3 values, UE8M0 scale per 32 along K [..., K/32]): the Engram table's rows
+    and every FP8 activation."""
     return _row_blocks_parts(w, FP8_MAX, e4m3_round)
 
 

@@ -44,7 +44,7 @@ class Phases:
         self.dense_until, self.ced_from, self.ced_share = dense_until, ced_from, ced_share
         self.pool_from, self.qat_from = pool_from, qat_from
 
-    def ctx(self, f, rng, batch, seq, window):
+    def ctx(self, f, rng, batch, seq):
         ced = None
         if f >= self.ced_from and rng.random() < self.ced_share:
             # replay start s: the decoder's window is cut at s for queries at or after s
@@ -191,7 +191,7 @@ def main():
 
     while progress() < 1:
         f = progress()
-        ctx = phases.ctx(f, rng, a.batch, a.seq, args.window_size)
+        ctx = phases.ctx(f, rng, a.batch, a.seq)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, f, a.lr, a.warmup)
         ids, mask = train.get(rng, a.batch, a.seq)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "base/json_limits.h"
 #include "text/utf8.h"
@@ -93,14 +94,18 @@ std::set<std::string> types_of(const ojson& schema) {
   return t;
 }
 
+// A float JSON value that is a whole number ("2.0", "1e60") satisfies "integer" as JSON Schema
+// says; tested without a cast to int64, which is undefined for values beyond its range.
+bool integral(const ojson& v) {
+  const double d = v.get<double>();
+  return std::isfinite(d) && std::trunc(d) == d;
+}
+
 bool matches(const ojson& v, const std::set<std::string>& types) {
   for (const auto& t : types) {
     if (t == "string" && v.is_string()) return true;
     if (t == "number" && v.is_number()) return true;
-    if (t == "integer" &&
-        (v.is_number_integer() ||
-         (v.is_number_float() &&
-          v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>())))))
+    if (t == "integer" && (v.is_number_integer() || (v.is_number_float() && integral(v))))
       return true;
     if (t == "boolean" && v.is_boolean()) return true;
     if (t == "null" && v.is_null()) return true;

@@ -383,6 +383,21 @@ TEST(OutputParser, CallsAndTyping) {
   EXPECT_EQ(q.tool_calls[0].arguments_json, R"({"s": "a\nb"})");
   EXPECT_EQ(q.tool_calls[0].id, "id-0");
   EXPECT_FALSE(q.malformed);
+  // Whole numbers beyond int64 (once undefined behaviour, found by fuzz.dsml) are integers;
+  // a fraction or an infinity is not, and (written with string="true") stays a string.
+  const auto int_arg = [&](const std::string& value) {
+    return OutputParser::parse(
+               "<｜DSML｜ calls><｜DSML｜ invoke name=\"f\"><｜DSML｜ parameter "
+               "name=\"i\" string=\"true\">" +
+                   value + "</｜DSML｜ parameter></｜DSML｜ invoke></｜DSML｜ calls>",
+               ParserOptions{GenerationStart::kContent, true, tools, "id-"})
+        .tool_calls.at(0)
+        .arguments["i"];
+  };
+  EXPECT_TRUE(int_arg(std::string(54, '5')).is_number());
+  EXPECT_TRUE(int_arg("2.0").is_number());
+  EXPECT_TRUE(int_arg("2.5").is_string());
+  EXPECT_TRUE(int_arg("1e400").is_string());
 }
 
 TEST(OutputParser, ToolCallsVariants) {

@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "app/bench_speculative.h"
 #include "app/commands.h"
+#include "app/read_file.h"
 #include "base/args.h"
 #include "forward/moe.h"
 #include "forward/transformer.h"
@@ -149,6 +151,12 @@ int cmd_bench(int argc, char** argv) {
        {"batch", "", true,
         "comma-separated batch sizes: decode that many copies of the first prompt's state "
         "together in batched passes (default 1,4,16; 0: skip)"},
+       {"speculative", "", true,
+        "off | dspark: also decode --gen tokens with DSpark speculative decoding (default: dspark "
+        "when the model has DSpark stages)"},
+       {"spec-tokens", "", true, "drafted tokens verified per pass (default: the block size)"},
+       {"prompt-file", "", true,
+        "text whose continuation the speculative section decodes (default: the first prompt)"},
        {"json", "", false, "print one JSON object instead of the table"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
@@ -194,6 +202,12 @@ int cmd_bench(int argc, char** argv) {
     }
   }
   const bool as_json = args.has("json");
+  const std::string spec_arg = args.get("speculative", "");
+  if (!spec_arg.empty() && spec_arg != "off" && spec_arg != "dspark")
+    throw std::runtime_error("--speculative: '" + spec_arg + "' (off, dspark)");
+  const long long spec_tokens = args.get_int("spec-tokens", 0);
+  if (spec_tokens < 0 || spec_tokens > 64)
+    throw std::runtime_error("--spec-tokens must be in 1..64");
 
   auto engine = runtime::Engine::load(eo);
   const ModelConfig& cfg = engine->config();
@@ -204,6 +218,14 @@ int cmd_bench(int argc, char** argv) {
                                "max_position_embeddings " +
                                std::to_string(cfg.max_position_embeddings));
   const bool ced_available = model.has_ced();
+  const bool want_spec = spec_arg.empty() ? model.dspark() != nullptr : spec_arg == "dspark";
+  if (want_spec && !model.dspark())
+    throw std::runtime_error("--speculative dspark: the model has no DSpark stages");
+  std::vector<int32_t> spec_prompt;
+  if (want_spec && args.has("prompt-file")) {
+    spec_prompt = engine->tokenizer().encode(read_file(args.get("prompt-file"), "--prompt-file"));
+    if (spec_prompt.empty()) throw std::runtime_error("--prompt-file: no tokens in the file");
+  }
   if (!as_json)
     std::fprintf(stderr, "cedar bench: measuring the machine (%d threads)...\n", engine->threads());
 
@@ -447,6 +469,13 @@ int cmd_bench(int argc, char** argv) {
     btable += line;
   }
 
+  SpecBench spec;
+  if (want_spec) {
+    if (!as_json) std::fprintf(stderr, "cedar bench: speculative decoding...\n");
+    if (spec_prompt.empty()) spec_prompt = make_prompt(sizes.front(), V, uint64_t(seed));
+    spec = bench_speculative(*engine, spec_prompt, int(gen), int(spec_tokens));
+  }
+
   if (as_json) {
     json out = {{"model",
                  {{"dir", eo.model_dir},
@@ -460,7 +489,8 @@ int cmd_bench(int argc, char** argv) {
                 {"kernels_line", describe_kernels(engine->kernels())},
                 {"machine", machine_json(machine)},
                 {"runs", runs},
-                {"batched_decode", batch_runs}};
+                {"batched_decode", batch_runs},
+                {"speculative", want_spec ? spec.json : json()}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -487,6 +517,13 @@ int cmd_bench(int argc, char** argv) {
         (long long)batch_state.n_tokens, gen);
     std::printf("  %-6s %9s %10s   %-7s %s\n", "batch", "pass_s", "tok/s", "gain", "traffic");
     std::printf("%s", btable.c_str());
+  }
+  if (want_spec) {
+    std::printf(
+        "\nspeculative decoding (DSpark, greedy): the same continuation decoded plainly and with "
+        "verify passes of up to %d drafts\n",
+        int(spec.json["spec_tokens"].get<size_t>()));
+    std::printf("%s", spec.line.c_str());
   }
   return 0;
 }

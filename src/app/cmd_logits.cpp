@@ -2,6 +2,11 @@
 // [--ids-file F] [--threads T]`: runs the prompt through the model and writes the FP32 logits of
 // every position as a .npy [T, vocab]. --chunk N feeds the prompt N tokens per forward call,
 // --decode one token per call; every split gives bit-identical logits (docs/FORWARD.md).
+// --draft-out DIR [--anchor ID]: the forwards also seed the DSpark rings, then one draft cycle
+// after the prompt (anchor: the target's argmax at the last position) writes DIR/tokens.npy
+// (int32 [block + 1]), DIR/logits.npy (float32 [block, vocab]) and DIR/confidence.npy
+// (float32 [block]) -- what tools/reference/draft.py writes.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -58,6 +63,8 @@ int cmd_logits(int argc, char** argv) {
                        {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
                        {"chunk", "", true, "feed the prompt N tokens per forward call"},
                        {"decode", "", false, "feed the prompt one token per forward call"},
+                       {"draft-out", "", true, "also run one DSpark draft cycle, into DIR"},
+                       {"anchor", "", true, "the draft's anchor token (default: argmax)"},
                        {"kernels", "", true, kKernelsHelp},
                        {"threads", "t", true, "worker threads (default: all cores)"}});
   args.parse(argc, argv);
@@ -115,15 +122,38 @@ int cmd_logits(int argc, char** argv) {
 
   const int64_t T = int64_t(ids.size()), V = cfg.vocab_size;
   NpyWriter out(out_path, {T, V});
+  const bool draft = args.has("draft-out");
+  if (draft && !model.dspark())
+    throw std::runtime_error("--draft-out: the model has no DSpark stages");
+  ForwardOptions opt;
+  opt.mode = PrefillMode::kExact;
+  opt.logits = LogitsWanted::kAll;
+  opt.dspark_seed = draft;
   std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t p = 0; p < T; p += chunk) {
     const int n = int(std::min<int64_t>(chunk, T - p));
     logits.resize(size_t(n) * size_t(V));
-    model.forward(st, ids.data() + p, n, p, LogitsWanted::kAll, logits.data());
+    model.forward(st, ids.data() + p, n, p, opt, logits.data());
     out.write(logits.data(), logits.size() * sizeof(float));
   }
   out.close();
+  if (draft) {
+    const float* last = logits.data() + logits.size() - size_t(V);
+    int32_t anchor = int32_t(std::max_element(last, last + V) - last);  // the first maximum
+    if (args.has("anchor")) {
+      const long long a = args.get_int("anchor", -1);
+      if (a < 0 || a >= V) throw std::runtime_error("--anchor is outside the vocabulary");
+      anchor = int32_t(a);
+    }
+    const Draft d = model.draft(st, anchor);
+    const std::string ddir = args.get("draft-out");
+    std::filesystem::create_directories(ddir);
+    const int64_t B = int64_t(d.confidence.size());
+    write_npy_i32(ddir + "/tokens.npy", d.tokens.data(), {B + 1});
+    write_npy_f32(ddir + "/logits.npy", d.logits.data(), {B, V});
+    write_npy_f32(ddir + "/confidence.npy", d.confidence.data(), {B});
+  }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "cedar logits: %lld tokens in %.2f s (%.1f tok/s, %d threads)\n",
                (long long)T, secs, double(T) / secs, pool.size());

@@ -9,24 +9,13 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/read_file.h"
 #include "base/args.h"
 #include "base/json_limits.h"
 #include "text/output_parser.h"
 #include "text/utf8.h"
 
 namespace cedar::app {
-
-namespace {
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(std::string("cannot open ") + what + " '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 int cmd_parse(int argc, char** argv) {
   Args args("parse",

@@ -17,6 +17,7 @@
 
 #include "app/commands.h"
 #include "app/load_model.h"
+#include "app/read_file.h"
 #include "base/args.h"
 #include "text/dsml.h"
 
@@ -74,14 +75,6 @@ Window score_window(runtime::Engine& engine, const std::vector<int32_t>& ids, in
   return w;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("-f " + path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 int cmd_perplexity(int argc, char** argv) {
@@ -111,7 +104,7 @@ int cmd_perplexity(int argc, char** argv) {
   eo.threads = int(threads);
   eo.kernels = args.get("kernels", "");
   const bool exact = args.has("exact-prefill"), json = args.has("json");
-  const std::string text = read_file(path);
+  const std::string text = read_file(path, "-f");
 
   auto engine = load_engine(eo, "cedar perplexity", /*prefetch=*/true);
   const auto& cfg = engine->config();

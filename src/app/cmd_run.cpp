@@ -165,7 +165,8 @@ struct RunConfig {
   int effort = 75;
   std::string cache_dir;  // "": no prefix cache
   runtime::PrefixCacheOptions cache;
-  bool prefetch = true;  // read the weights in after loading (load_model.h)
+  bool prefetch = true;     // read the weights in after loading (load_model.h)
+  std::string speculative;  // "", "off" or "dspark" ("": dspark when the model has stages)
 };
 
 // Parses the flags; every problem is a UsageError. Returns false for --help (usage printed).
@@ -210,6 +211,10 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"cache-window", "", false, "cache units keep the window (exact restore)"},
                     {"no-prefetch", "", false,
                      "do not read the weights in ahead (pages load as they are used)"},
+                    {"speculative", "", true,
+                     "off | dspark: speculative decoding with the model's DSpark drafter, the "
+                     "same tokens in fewer passes (default: dspark when the model has one)"},
+                    {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
                     {"kernels", "", true, kKernelsHelp}});
   try {
     args.parse(int(rest.size()), rest.data());
@@ -261,6 +266,11 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   g.stop = stops;
   g.exact_prefill = args.has("exact-prefill");
   g.prefill_chunk = int_flag(args, "chunk", 512, 1, INT_MAX, "a positive integer");
+  rc->speculative = args.get("speculative");
+  if (args.has("speculative") && rc->speculative != "off" && rc->speculative != "dspark")
+    throw UsageError("option --speculative must be off or dspark, got '" + rc->speculative + "'");
+  if (args.has("spec-tokens"))
+    g.speculative.spec_tokens = int(int_flag(args, "spec-tokens", 5, 1, 64, "between 1 and 64"));
 
   rc->cache_dir = args.get("cache-dir");
   if (args.has("cache-dir") && rc->cache_dir.empty())
@@ -398,6 +408,13 @@ int cmd_run(int argc, char** argv) {
   }
   auto engine = load_engine(rc.engine, "cedar run", rc.prefetch);
   std::fprintf(stderr, "cedar run: %s\n", describe_kernels(engine->kernels()).c_str());
+  const bool has_drafter = engine->model().dspark() != nullptr;
+  if (rc.speculative == "dspark" && !has_drafter) {
+    std::fprintf(stderr, "cedar run: error: --speculative dspark: %s has no DSpark stages\n",
+                 rc.engine.model_dir.c_str());
+    return 2;
+  }
+  rc.gen.speculative.enabled = rc.speculative.empty() ? has_drafter : rc.speculative == "dspark";
   std::unique_ptr<runtime::PrefixCache> cache;
   if (!rc.cache_dir.empty()) cache = std::make_unique<runtime::PrefixCache>(*engine, rc.cache);
   // Ctrl-C cancels the running generation (checked between steps). No SA_RESTART: at the chat

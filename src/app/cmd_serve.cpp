@@ -101,6 +101,10 @@ int cmd_serve(int argc, char** argv) {
        {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
        {"no-prefetch", "", false,
         "do not read the weights in before serving (pages load as they are used)"},
+       {"speculative", "", true,
+        "off | dspark: speculative decoding with the model's DSpark drafter (default: dspark "
+        "when the model has one)"},
+       {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
        {"enable-test-hooks", "", false,
         "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}});
   args.parse(argc, argv);
@@ -193,6 +197,14 @@ int cmd_serve(int argc, char** argv) {
   so.prefill_chunk = std::max<long long>(1, positive(args, "prefill-chunk", 128, 1 << 20));
   so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
   so.batch_rows = int(std::max<long long>(1, positive(args, "batch-rows", 512, 1 << 20)));
+  const std::string spec = args.get("speculative", "");
+  if (!spec.empty() && spec != "off" && spec != "dspark")
+    throw std::runtime_error("--speculative must be off or dspark, got '" + spec + "'");
+  const bool drafter = engine->model().dspark() != nullptr;
+  if (spec == "dspark" && !drafter)
+    throw std::runtime_error("--speculative dspark: " + model_dir + " has no DSpark stages");
+  so.speculative.enabled = spec.empty() ? drafter : spec == "dspark";
+  so.speculative.spec_tokens = int(positive(args, "spec-tokens", 0, 64));
   // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as
   // prompt_cache_hit_tokens.
   std::unique_ptr<runtime::PrefixCache> cache;

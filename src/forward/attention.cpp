@@ -12,12 +12,65 @@
 
 namespace cedar {
 
-Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
-    : cfg_(cfg), plan_(cfg.plan(layer)), w_(w), rope_(RopeTable::for_layer(cfg, plan_.ratio)) {
-  if (plan_.is_kv_source) compressor_ = std::make_unique<Compressor>(cfg, layer, w, rope_);
-  if (plan_.is_index_source) indexer_ = std::make_unique<Indexer>(cfg, layer, w, rope_);
-  // the Python scalar head_dim**-0.5, held as an fp32 tensor by sparse_attn
-  softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
+void rope_rows(const RopeTable& rope, const int64_t* pos, int n, float* cs, float* sn) {
+  const size_t half = size_t(rope.rope_dim() / 2);
+  for (int i = 0; i < n; ++i) rope.angles(pos[i], cs + size_t(i) * half, sn + size_t(i) * half);
+}
+
+void window_kv_rows(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const float* kvr,
+                    int n, const float* cs, const float* sn, uint8_t* codes, uint8_t* scales,
+                    float* values) {
+  const int hd = cfg.head_dim, rd = cfg.qk_rope_head_dim;
+  const float eps = float(cfg.rms_norm_eps);
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* kv = values + i * hd;
+      ctx.k.rms_norm(kvr + i * hd, hd, w.kv_norm, eps, kv);
+      ctx.k.rope(kv + hd - rd, rd, cs + i * (rd / 2), sn + i * (rd / 2), false);
+      ctx.k.act_quant(kv, hd, codes + i * hd, scales + i * (hd / 32));
+      for (int d = 0; d < hd; ++d)
+        kv[d] = fmath::e4m3(codes[size_t(i * hd + d)]) *
+                fmath::ue8m0(scales[size_t(i * (hd / 32) + d / 32)]);
+    }
+  });
+}
+
+void attn_rows(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const RopeTable& rope,
+               const float* x, int n, const int64_t* pos, AttnRows& r) {
+  const int D = cfg.hidden_size, H = cfg.num_attention_heads, hd = cfg.head_dim;
+  const int rd = cfg.qk_rope_head_dim, ql = cfg.q_lora_rank;
+  const float eps = float(cfg.rms_norm_eps);
+  r.cs.resize(size_t(n) * size_t(rd / 2));
+  r.sn.resize(r.cs.size());
+  rope_rows(rope, pos, n, r.cs.data(), r.sn.data());
+  // qa = wq_a(x) and the window kv = wkv(x): one prepared copy of x, one parallel region
+  Scratch<float> qa(size_t(n) * size_t(ql)), kvr(size_t(n) * size_t(hd));
+  PreparedRows xp, xk;
+  prepare_rows(ctx, w.wq_a.format(), x, n, D, xp);
+  if (w.wkv.format() != xp.format) prepare_rows(ctx, w.wkv.format(), x, n, D, xk);
+  const GemmTask proj[2] = {{&w.wq_a, &xp, qa.data()}, {&w.wkv, xk.family ? &xk : &xp, kvr.data()}};
+  linear_group(ctx, proj);
+  // qr = q_norm(qa); q = wq_b(qr), RoPE on every head's last rd channels
+  r.qr.resize(qa.size());
+  for (int i = 0; i < n; ++i)
+    ctx.k.rms_norm(qa.data() + size_t(i) * ql, ql, w.q_norm, eps, r.qr.data() + size_t(i) * ql);
+  r.q.resize(size_t(n) * size_t(H) * size_t(hd));
+  linear(ctx, w.wq_b, r.qr.data(), n, r.q.data());
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int h = 0; h < H; ++h)
+        ctx.k.rope(r.q.data() + (i * H + h) * hd + hd - rd, rd, r.cs.data() + i * (rd / 2),
+                   r.sn.data() + i * (rd / 2), false);
+  });
+  r.kv.resize(kvr.size());
+  r.codes.resize(kvr.size());
+  r.scales.resize(size_t(n) * size_t(hd / 32));
+  window_kv_rows(ctx, cfg, w, kvr.data(), n, r.cs.data(), r.sn.data(), r.codes.data(),
+                 r.scales.data(), r.kv.data());
+}
+
+AttnOutput::AttnOutput(const ModelConfig& cfg, const LayerWeights& w, const std::string& name)
+    : cfg_(cfg), w_(w) {
   // wo_a (bf16 values: FP8W, or a bf16 copy) viewed as one [R, H*hd/G] weight per output group
   const int G = cfg.o_groups, R = cfg.o_lora_rank, gw = cfg.num_attention_heads * cfg.head_dim / G;
   const bool fp8 = w.wo_a.kind == Linear::Kind::FP8W;  // (then R is a multiple of 32)
@@ -28,9 +81,46 @@ Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
     L.in = gw;
     L.w = w.wo_a.w + size_t(g) * R * gw * (fp8 ? 1 : 2);
     if (fp8) L.scale = w.wo_a.scale + size_t(g) * (R / 32) * (gw / 32);
-    L.name = "layers." + std::to_string(layer) + ".attn.wo_a[group " + std::to_string(g) + "]";
+    L.name = name + ".wo_a[group " + std::to_string(g) + "]";
     wo_a_.push_back(L);
   }
+}
+
+void AttnOutput::forward(const Ctx& ctx, const float* o, int n, float* out) const {
+  const int H = cfg_.num_attention_heads, hd = cfg_.head_dim;
+  const int G = cfg_.o_groups, R = cfg_.o_lora_rank, gw = H * hd / G;
+  Scratch<float> u(size_t(n) * size_t(G) * size_t(R));
+  // o as [n * G, gw] rows (query i, group g at row i * G + g), prepared once; group g's rows
+  // against that group's weight, every group in one parallel region
+  // (gathered group-major: group g's rows are [g * n, (g + 1) * n))
+  PreparedRows op, og;
+  prepare_rows(ctx, w_.wo_a.format(), o, n * G, gw, op);
+  Scratch<int> rows(size_t(n) * size_t(G));
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < n; ++i) rows[size_t(g) * n + i] = i * G + g;
+  gather_rows(op, rows.data(), n * G, og);
+  Scratch<float> ug(size_t(G) * size_t(n) * size_t(R));
+  Scratch<GemmTask> tasks;
+  for (int g = 0; g < G; ++g)
+    tasks.push_back(
+        {&wo_a_[size_t(g)], &og, ug.data() + size_t(g) * n * R, LinearOut::kBf16, g * n, n});
+  linear_group(ctx, tasks);
+  for (int g = 0; g < G; ++g)
+    for (int i = 0; i < n; ++i)
+      std::copy_n(ug.data() + (size_t(g) * n + i) * R, R, u.data() + (size_t(i) * G + g) * R);
+  linear(ctx, w_.wo_b, u.data(), n, out);
+}
+
+Attention::Attention(const ModelConfig& cfg, int layer, const LayerWeights& w)
+    : cfg_(cfg),
+      plan_(cfg.plan(layer)),
+      w_(w),
+      rope_(RopeTable::for_layer(cfg, plan_.ratio)),
+      out_(cfg, w, "layers." + std::to_string(layer) + ".attn") {
+  if (plan_.is_kv_source) compressor_ = std::make_unique<Compressor>(cfg, layer, w, rope_);
+  if (plan_.is_index_source) indexer_ = std::make_unique<Indexer>(cfg, layer, w, rope_);
+  // the Python scalar head_dim**-0.5, held as an fp32 tensor by sparse_attn
+  softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
 }
 
 void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment> segs,
@@ -38,9 +128,8 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
   if (segs.empty()) return;
   const int n = segs.back().row0 + segs.back().fp->n;
   const int D = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim;
-  const int rd = cfg_.qk_rope_head_dim, ql = cfg_.q_lora_rank, W = cfg_.sliding_window;
+  const int rd = cfg_.qk_rope_head_dim, W = cfg_.sliding_window;
   const int l = plan_.layer;
-  const float eps = float(cfg_.rms_norm_eps);
 
   // every row's segment and absolute position; rotary angles of those positions
   Scratch<int> seg_of(static_cast<size_t>(n));
@@ -50,42 +139,11 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
       seg_of[size_t(segs[g].row0 + i)] = int(g);
       pos_of[size_t(segs[g].row0 + i)] = segs[g].fp->p0 + i;
     }
-  Scratch<float> cs(size_t(n) * size_t(rd / 2)), sn(cs.size());
-  for (int i = 0; i < n; ++i)
-    rope_.angles(pos_of[size_t(i)], cs.data() + size_t(i) * (rd / 2),
-                 sn.data() + size_t(i) * (rd / 2));
-
-  // qa = wq_a(x) and the window kv = wkv(x): one prepared copy of x, one parallel region
-  Scratch<float> qa(size_t(n) * size_t(ql)), qr(qa.size());
-  Scratch<float> kvr(size_t(n) * size_t(hd)), win(kvr.size());
-  PreparedRows xp, xk;
-  prepare_rows(ctx, w_.wq_a.format(), x, n, D, xp);
-  if (w_.wkv.format() != xp.format) prepare_rows(ctx, w_.wkv.format(), x, n, D, xk);
-  const GemmTask proj[2] = {{&w_.wq_a, &xp, qa.data()},
-                            {&w_.wkv, xk.family ? &xk : &xp, kvr.data()}};
-  linear_group(ctx, proj);
-  // qr = q_norm(qa); q = wq_b(qr) per head, RoPE on the last rd channels (below)
-  for (int i = 0; i < n; ++i)
-    ctx.k.rms_norm(qa.data() + size_t(i) * ql, ql, w_.q_norm, eps, qr.data() + size_t(i) * ql);
-  Scratch<float> q(size_t(n) * size_t(H) * size_t(hd));
-  linear(ctx, w_.wq_b, qr.data(), n, q.data());
-  // window kv = act_quant(RoPE(kv_norm(wkv(x)))): kept as codes (for the ring) and values
-  Scratch<uint8_t> wcodes(size_t(n) * size_t(hd)), wscales(size_t(n) * size_t(hd / 32));
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* c = cs.data() + i * (rd / 2);
-      const float* s = sn.data() + i * (rd / 2);
-      for (int h = 0; h < H; ++h)
-        ctx.k.rope(q.data() + (i * H + h) * hd + hd - rd, rd, c, s, false);
-      float* kv = win.data() + i * hd;
-      ctx.k.rms_norm(kvr.data() + i * hd, hd, w_.kv_norm, eps, kv);
-      ctx.k.rope(kv + hd - rd, rd, c, s, false);
-      ctx.k.act_quant(kv, hd, wcodes.data() + i * hd, wscales.data() + i * (hd / 32));
-      for (int d = 0; d < hd; ++d)
-        kv[d] = fmath::e4m3(wcodes[size_t(i * hd + d)]) *
-                fmath::ue8m0(wscales[size_t(i * (hd / 32) + d / 32)]);
-    }
-  });
+  // q, qr and the window kv (codes for the ring, values for dumps) of every row
+  AttnRows ar;
+  attn_rows(ctx, cfg_, w_, rope_, x, n, pos_of.data(), ar);
+  const Scratch<float>&q = ar.q, &qr = ar.qr, &cs = ar.cs, &sn = ar.sn, &win = ar.kv;
+  const Scratch<uint8_t>&wcodes = ar.codes, &wscales = ar.scales;
 
   // per sequence: the compressed branch (the KV source appends first, then the index source
   // selects per query)
@@ -189,30 +247,7 @@ void Attention::forward(const Ctx& ctx, const float* x, std::span<const Segment>
     }
   });
 
-  // grouped low-rank output: u[g, r] = bf16(o[g] . wo_a[g*R + r]) (bf16 weights), then wo_b
-  const int G = cfg_.o_groups, R = cfg_.o_lora_rank, gw = H * hd / G;
-  Scratch<float> u(size_t(n) * size_t(G) * size_t(R));
-  {
-    // o as [n * G, gw] rows (query i, group g at row i * G + g), prepared once; group g's rows
-    // against that group's weight, every group in one parallel region
-    // (gathered group-major: group g's rows are [g * n, (g + 1) * n))
-    PreparedRows op, og;
-    prepare_rows(ctx, w_.wo_a.format(), o.data(), n * G, gw, op);
-    Scratch<int> rows(size_t(n) * size_t(G));
-    for (int g = 0; g < G; ++g)
-      for (int i = 0; i < n; ++i) rows[size_t(g) * n + i] = i * G + g;
-    gather_rows(op, rows.data(), n * G, og);
-    Scratch<float> ug(size_t(G) * size_t(n) * size_t(R));
-    Scratch<GemmTask> tasks;
-    for (int g = 0; g < G; ++g)
-      tasks.push_back(
-          {&wo_a_[size_t(g)], &og, ug.data() + size_t(g) * n * R, LinearOut::kBf16, g * n, n});
-    linear_group(ctx, tasks);
-    for (int g = 0; g < G; ++g)
-      for (int i = 0; i < n; ++i)
-        std::copy_n(ug.data() + (size_t(g) * n + i) * R, R, u.data() + (size_t(i) * G + g) * R);
-  }
-  linear(ctx, w_.wo_b, u.data(), n, out);
+  out_.forward(ctx, o.data(), n, out);
 
   // each chunk's newest W window rows go to its ring (after every query of the chunk ran)
   for (const Segment& sg : segs) {

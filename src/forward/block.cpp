@@ -29,71 +29,78 @@ void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, con
   });
 }
 
-namespace {
-
-HcSite hc_site(const ModelConfig& cfg, int layer, const char* name, const float* fn,
-               const float* scale, const float* base) {
+HcSite hc_site(const ModelConfig& cfg, const LayerWeights& w, bool attn,
+               const std::string& prefix) {
   HcSite s;
   s.fn.kind = Linear::Kind::F32;
   s.fn.out = (2 + cfg.hc_mult) * cfg.hc_mult;
   s.fn.in = cfg.hc_mult * cfg.hidden_size;
-  s.fn.w = reinterpret_cast<const uint8_t*>(fn);
-  s.fn.name = "layers." + std::to_string(layer) + "." + name;
-  s.scale = scale;
-  s.base = base;
+  s.fn.w = reinterpret_cast<const uint8_t*>(attn ? w.hc_attn_fn : w.hc_ffn_fn);
+  s.fn.name = prefix + (attn ? "hc_attn_fn" : "hc_ffn_fn");
+  s.scale = attn ? w.hc_attn_scale : w.hc_ffn_scale;
+  s.base = attn ? w.hc_attn_base : w.hc_ffn_base;
   return s;
 }
 
-}  // namespace
+void mhc_block(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const HcSite& attn,
+               const HcSite& ffn_site, const MoE& ffn, float* h, float* pre_mix, int n,
+               const std::function<void(const float* xn, float* y)>& attention, float* y) {
+  const int hc = cfg.hc_mult, D = cfg.hidden_size;
+  const float eps = float(cfg.rms_norm_eps);
+  const size_t HD = size_t(hc) * D;
+  Scratch<float> pa(size_t(n) * hc), qa(size_t(n) * hc), Ca(size_t(n) * hc * hc);
+  Scratch<float> x(size_t(n) * D), xn(size_t(n) * D);
+  Scratch<float> h1(size_t(n) * HD);
+  // attention site: coefficients from the block input, input collapsed with the previous pre-mix
+  hc_mixes(ctx, cfg, h, n, attn, pa.data(), qa.data(), Ca.data());
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      ctx.k.hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
+      ctx.k.rms_norm(x.data() + i * D, D, w.attn_norm, eps, xn.data() + i * D);
+    }
+  });
+  attention(xn.data(), y);
+  Scratch<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      ctx.k.hc_post(y + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc, D,
+                    h1.data() + i * HD);
+  });
+  // FFN site: coefficients from h1, input collapsed with the attention site's pre-mix
+  hc_mixes(ctx, cfg, h1.data(), n, ffn_site, pf.data(), qf.data(), Cf.data());
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      ctx.k.hc_pre(h1.data() + i * HD, pa.data() + i * hc, hc, D, x.data() + i * D);
+      ctx.k.rms_norm(x.data() + i * D, D, w.ffn_norm, eps, xn.data() + i * D);
+    }
+  });
+  // the MoE is row-wise: the batch's rows share every expert's weights in one pass
+  ffn.forward(ctx, xn.data(), n, y);
+  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      ctx.k.hc_post(y + i * D, h1.data() + i * HD, qf.data() + i * hc, Cf.data() + i * hc * hc, hc,
+                    D, h + i * HD);
+  });
+  std::copy(pf.begin(), pf.end(), pre_mix);
+}
 
 Block::Block(const ModelConfig& cfg, int layer, const LayerWeights& w)
     : cfg_(cfg),
       layer_(layer),
       w_(w),
-      hc_attn_(hc_site(cfg, layer, "hc_attn_fn", w.hc_attn_fn, w.hc_attn_scale, w.hc_attn_base)),
-      hc_ffn_(hc_site(cfg, layer, "hc_ffn_fn", w.hc_ffn_fn, w.hc_ffn_scale, w.hc_ffn_base)),
+      hc_attn_(hc_site(cfg, w, true, "layers." + std::to_string(layer) + ".")),
+      hc_ffn_(hc_site(cfg, w, false, "layers." + std::to_string(layer) + ".")),
       attn_(cfg, layer, w),
       ffn_(cfg, layer, w) {}
 
 void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Segment> segs) const {
   if (segs.empty()) return;
   const int n = segs.back().row0 + segs.back().fp->n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
-  const float eps = float(cfg_.rms_norm_eps);
   const size_t HD = size_t(hc) * D;
-  Scratch<float> pa(size_t(n) * hc), qa(size_t(n) * hc), Ca(size_t(n) * hc * hc);
-  Scratch<float> x(size_t(n) * D), xn(size_t(n) * D), y(size_t(n) * D);
-  Scratch<float> h1(size_t(n) * HD);
-  // attention site: coefficients from the block input, input collapsed with the previous pre-mix
-  hc_mixes(ctx, cfg_, h, n, hc_attn_, pa.data(), qa.data(), Ca.data());
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      ctx.k.hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
-      ctx.k.rms_norm(x.data() + i * D, D, w_.attn_norm, eps, xn.data() + i * D);
-    }
-  });
-  attn_.forward(ctx, xn.data(), segs, y.data());
-  Scratch<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      ctx.k.hc_post(y.data() + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc,
-                    D, h1.data() + i * HD);
-  });
-  // FFN site: coefficients from h1, input collapsed with the attention site's pre-mix
-  hc_mixes(ctx, cfg_, h1.data(), n, hc_ffn_, pf.data(), qf.data(), Cf.data());
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      ctx.k.hc_pre(h1.data() + i * HD, pa.data() + i * hc, hc, D, x.data() + i * D);
-      ctx.k.rms_norm(x.data() + i * D, D, w_.ffn_norm, eps, xn.data() + i * D);
-    }
-  });
-  // the MoE is row-wise: the batch's rows share every expert's weights in one pass
-  ffn_.forward(ctx, xn.data(), n, y.data());
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      ctx.k.hc_post(y.data() + i * D, h1.data() + i * HD, qf.data() + i * hc,
-                    Cf.data() + i * hc * hc, hc, D, h + i * HD);
-  });
-  std::copy(pf.begin(), pf.end(), pre_mix);
+  Scratch<float> y(size_t(n) * D);
+  mhc_block(
+      ctx, cfg_, w_, hc_attn_, hc_ffn_, ffn_, h, pre_mix, n,
+      [&](const float* xn, float* out) { attn_.forward(ctx, xn, segs, out); }, y.data());
   for (const Segment& sg : segs) {
     const ForwardPass& fp = *sg.fp;
     if (!fp.dump || !fp.dump->active()) continue;

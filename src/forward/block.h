@@ -5,7 +5,9 @@
 // construction.
 #pragma once
 
+#include <functional>
 #include <span>
+#include <string>
 
 #include "forward/attention.h"
 #include "forward/moe.h"
@@ -24,6 +26,18 @@ struct HcSite {
 // all rows), then hc_split_sinkhorn per token.
 void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, const HcSite& site,
               float* pre, float* post, float* comb);
+
+// One mHC site of block w: its attention (attn) or FFN site, named prefix + "hc_attn_fn" etc.
+HcSite hc_site(const ModelConfig& cfg, const LayerWeights& w, bool attn, const std::string& prefix);
+
+// The single-pass mHC block around an attention (ref: model.py Block.forward), shared by Block
+// and the DSpark stages: h [n, hc, D] updated in place, pre_mix [n, hc] in: the previous FFN
+// site's pre-mix, out: this block's FFN pre-mix. `attention(xn, y)` maps the normalised
+// attention input xn [n, D] to its output y [n, D]; the MoE is row-wise over all n rows. y
+// holds the MoE output afterwards (for dumps).
+void mhc_block(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const HcSite& attn,
+               const HcSite& ffn_site, const MoE& ffn, float* h, float* pre_mix, int n,
+               const std::function<void(const float* xn, float* y)>& attention, float* y);
 
 class Block {
  public:

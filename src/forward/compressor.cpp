@@ -46,6 +46,10 @@ void Compressor::append(const Ctx& ctx, const float* kin, const float* zin, int 
   if (cache.n_rows != p0 / r || cache.n_tail != int(p0 % r))
     throw std::runtime_error("layer " + std::to_string(layer_) +
                              ": compressor state does not match position " + std::to_string(p0));
+  if (cache.undo.on && r > 1) {  // SequenceState::rewind rebuilds an open group from these
+    cache.undo.k.assign(kin, kin + size_t(n) * size_t(hd));
+    cache.undo.z.assign(zin, zin + size_t(n) * size_t(hd));
+  }
   // Latents (bf16, normalised, pre-RoPE) of the groups that complete in this chunk.
   Scratch<float> lat;
   int n_new = 0;

@@ -10,10 +10,11 @@
 
 namespace cedar {
 
-MoE::MoE(const ModelConfig& cfg, int, const LayerWeights& w) : cfg_(cfg), w_(w) {}
+MoE::MoE(const ModelConfig& cfg, int layer, const LayerWeights& w)
+    : cfg_(cfg), w_(w), E_(cfg.experts_of(layer)), K_(cfg.experts_per_tok_of(layer)) {}
 
 void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const {
-  const int E = cfg_.n_routed_experts, K = cfg_.num_experts_per_tok;
+  const int E = E_, K = K_;
   Scratch<float> logit(size_t(n) * size_t(E));
   linear(ctx, w_.gate, x, n, logit.data(), LinearOut::kF32);  // fp32 router
   const float temp = float(cfg_.gate_temp);
@@ -49,7 +50,7 @@ std::atomic<int64_t> g_routed_runs{0};
 int64_t routed_expert_runs() { return g_routed_runs.load(std::memory_order_relaxed); }
 
 void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
-  const int D = cfg_.hidden_size, E = cfg_.n_routed_experts, K = cfg_.num_experts_per_tok;
+  const int D = cfg_.hidden_size, E = E_, K = K_;
   const int I = cfg_.moe_intermediate_size;
   Scratch<int> idx(size_t(n) * size_t(K));
   Scratch<float> wt(idx.size());

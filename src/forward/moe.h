@@ -17,6 +17,7 @@ int64_t routed_expert_runs();
 
 class MoE {
  public:
+  // layer: a backbone layer, or num_hidden_layers + s for DSpark stage s
   MoE(const ModelConfig& cfg, int layer, const LayerWeights& w);
 
   // x [n, D] normalised FFN input -> out [n, D] bf16 values. ref: model.py MoE.forward
@@ -28,6 +29,7 @@ class MoE {
  private:
   const ModelConfig& cfg_;
   const LayerWeights& w_;
+  int E_, K_;  // routed experts, experts per token (a DSpark stage has its own)
 };
 
 }  // namespace cedar

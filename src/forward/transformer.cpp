@@ -55,9 +55,43 @@ Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, Thr
       if (cfg_.plan(l).is_kv_source && l != c) ok = false;
       if (cfg_.plan(l).has_engram) ok = false;
     }
+    // the DSpark taps of the decoder rows must come from the decoder pass
+    for (int l : cfg_.dspark_target_layer_ids)
+      if (cfg_.num_nextn_predict_layers > 0 && l < c) ok = false;
     if (ok) ced_layer_ = c;
   }
+  is_tap_.assign(size_t(cfg_.num_hidden_layers), 0);
+  if (!w_.dspark.stages.empty()) {
+    dspark_ = std::make_unique<DSpark>(cfg_, w_);
+    for (int l : cfg_.dspark_target_layer_ids) is_tap_[size_t(l)] = 1;
+  }
 }
+
+Draft Transformer::draft(const SequenceState& state, int32_t anchor) const {
+  if (!dspark_) throw std::runtime_error("draft: the model has no DSpark stages");
+  const Ctx ctx{k_, pool_};
+  return dspark_->draft(ctx, state, anchor);
+}
+
+namespace {
+
+// The DSpark tap of layer slot t for rows [row0, row0 + m) of a stream h [*, hc, D]: the mean
+// over the copies (exact sum, rounded to fp32, then to bf16: the reference's bf16 mean) into
+// taps [m, n_taps * D] at column t * D. ref: model.py Transformer.forward (main_hiddens)
+void record_tap(const float* h, int row0, int m, int hc, int D, int t, int n_taps, float* taps) {
+  const size_t HD = size_t(hc) * D;
+  for (int i = 0; i < m; ++i) {
+    const float* hi = h + size_t(row0 + i) * HD;
+    float* out = taps + size_t(i) * size_t(n_taps) * D + size_t(t) * D;
+    for (int d = 0; d < D; ++d) {
+      double sum = 0;
+      for (int c = 0; c < hc; ++c) sum += double(hi[size_t(c) * D + d]);
+      out[d] = round_bf16(float(sum / double(hc)));
+    }
+  }
+}
+
+}  // namespace
 
 Transformer::~Transformer() = default;
 
@@ -191,6 +225,7 @@ struct Transformer::Member {
   std::unique_ptr<ForwardPass> fd;  // stage 2 of a completing CED call
   int row1 = 0;                     // first row in the stage-1 stream
   int row2 = -1, m2 = 0;            // rows in the stage-2 stream (-1: no decoder rows)
+  std::vector<float> taps;          // DSpark taps of the decoder rows (positions s_rep ..)
 };
 
 void Transformer::plan(BatchItem& it, Member& mb) const {
@@ -246,6 +281,9 @@ void Transformer::plan(BatchItem& it, Member& mb) const {
   }
   check_window(st, p0, 0);
   if (ced && completes) check_window(st, s_rep, truncated ? s_rep : 0);
+  if (opt.keep_undo && (st.prompt_open() || !completes || n > W))
+    throw std::runtime_error("forward: an undo log covers a call of at most " + std::to_string(W) +
+                             " rows on a closed prompt (" + std::to_string(n) + " rows given)");
   mb.it = &it;
   mb.ced = ced;
   mb.completes = completes;
@@ -296,7 +334,15 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     if (engrams_[l]) erows[l].resize(size_t(n1) * ncols);
   Stream s(n1, hc, D);
   for (Member& m : mem) {
-    const BatchItem& it = *m.it;
+    BatchItem& it = *m.it;
+    if (it.opt.keep_undo) {
+      std::vector<int32_t> mapped;
+      if (!layout_.layer_ids.empty())
+        for (int i = 0; i < it.n; ++i) mapped.push_back(token_map_[size_t(it.ids[i])]);
+      it.state->begin_undo(it.n, mapped.empty() ? nullptr : mapped.data(),
+                           layout_.layer_ids.empty() ? 0 : layout_.max_ngram_size - 1,
+                           dspark_ && it.opt.dspark_seed);
+    }
     const SequenceState& st = *it.state;
     std::vector<std::vector<int64_t>> er;
     engram_rows(it.ids, it.n, it.first_pos, st.engram_history.data(), int(st.engram_history.size()),
@@ -306,9 +352,23 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
         std::copy(er[l].begin(), er[l].end(), erows[l].begin() + long(m.row1 * ncols));
     embed(it.ids, it.n, s, m.row1);
   }
+  // DSpark taps: the decoder rows of the items that seed (exact items' rows are all decoder
+  // rows, and their taps below the CED layer are taken in this first pass)
+  const int n_taps = int(cfg_.dspark_target_layer_ids.size());
+  auto tap_slot = [&](int l) {
+    const auto& t = cfg_.dspark_target_layer_ids;
+    return int(std::find(t.begin(), t.end(), l) - t.begin());
+  };
+  auto seeds = [&](const Member& m) { return dspark_ && m.it->opt.dspark_seed; };
   for (int l = 0; l < c; ++l) {
     if (engrams_[size_t(l)])
       engrams_[size_t(l)]->forward(ctx, s.h.data(), n1, erows[size_t(l)].data());
+    if (is_tap_[size_t(l)])
+      for (Member& m : mem) {
+        if (!seeds(m) || m.ced) continue;
+        m.taps.resize(size_t(m.it->n) * size_t(n_taps) * D);
+        record_tap(s.h.data(), m.row1, m.it->n, hc, D, tap_slot(l), n_taps, m.taps.data());
+      }
     blocks_[size_t(l)]->forward(ctx, s.h.data(), s.pre.data(), segs1);
   }
 
@@ -403,8 +463,19 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
       segs2.push_back({m.fp.get(), m.row2});
     }
   }
-  for (int l = c; l < L && n2 > 0; ++l)
+  for (int l = c; l < L && n2 > 0; ++l) {
+    if (is_tap_[size_t(l)])
+      for (Member& m : mem) {
+        if (!seeds(m) || m.row2 < 0) continue;
+        m.taps.resize(size_t(m.m2) * size_t(n_taps) * D);
+        record_tap(d.h.data(), m.row2, m.m2, hc, D, tap_slot(l), n_taps, m.taps.data());
+      }
     blocks_[size_t(l)]->forward(ctx, d.h.data(), d.pre.data(), segs2);
+  }
+  for (Member& m : mem) {
+    if (seeds(m) && m.row2 >= 0) dspark_->seed(ctx, m.taps.data(), m.m2, m.s_rep, *m.it->state);
+    m.it->state->end_undo();
+  }
 
   // states and results; the logits rows each item wants (rows of the stage-2 stream)
   struct Want {

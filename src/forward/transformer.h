@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "forward/block.h"
+#include "forward/dspark.h"
 #include "forward/engram.h"
 #include "forward/linear.h"
 #include "forward/weights.h"
@@ -48,6 +49,13 @@ struct ForwardOptions {
   // projection only, returns no logits, and the prompt stays open until a call with true.
   bool completes_prompt = true;
   LogitsWanted logits = LogitsWanted::kLast;
+  // Record the DSpark taps of the rows the decoder ran on and seed the drafter's rings with
+  // them (DSpark::seed), so that draft() can follow this call. Ignored on a model without
+  // DSpark stages.
+  bool dspark_seed = false;
+  // Keep an undo log of this call in the state so that SequenceState::rewind can drop its last
+  // rows exactly (a speculative verify pass): at most `window` rows, the prompt closed.
+  bool keep_undo = false;
 };
 
 struct ForwardResult {
@@ -91,6 +99,12 @@ class Transformer {
 
   const ModelConfig& config() const { return cfg_; }
   SequenceState new_state() const { return SequenceState(cfg_); }
+
+  // The drafter (nullptr: the checkpoint has no DSpark stages) and one draft cycle after the
+  // state's last position with the target's token `anchor` for the next one (DSpark::draft;
+  // the state's last forward must have seeded the rings: ForwardOptions::dspark_seed).
+  const DSpark* dspark() const { return dspark_.get(); }
+  Draft draft(const SequenceState& state, int32_t anchor) const;
 
   // True when the config has a CED split (a candidate source, no KV source and no Engram layer
   // above/at it); otherwise CED mode runs exactly like exact mode.
@@ -168,6 +182,8 @@ class Transformer {
   int ced_layer_ = -1;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<std::unique_ptr<Engram>> engrams_;  // per layer, null where none
+  std::unique_ptr<DSpark> dspark_;
+  std::vector<uint8_t> is_tap_;  // per layer: a DSpark target layer
   Dumper dump_;
 };
 

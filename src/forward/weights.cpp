@@ -124,99 +124,136 @@ const uint8_t* ModelWeights::own_copy(const uint8_t* p, size_t n) {
   return buf.get();
 }
 
+namespace {
+
+// One block's tensors under prefix p ("layers.7." or "mtp.0."): P says which optional parts it
+// has (a DSpark stage: none), E its routed experts.
+LayerWeights bind_block(ModelWeights& W, const Checkpoint& ck, const LayerPlan& P,
+                        const std::string& p, int E) {
+  const ModelConfig& c = ck.config();
+  const int D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, hc = c.hc_mult;
+  const int mix = (2 + hc) * hc;
+  LayerWeights L;
+  L.attn_norm = bf16_vec(W, ck, p + "attn_norm.weight", {D});
+  L.ffn_norm = bf16_vec(W, ck, p + "ffn_norm.weight", {D});
+  L.hc_attn_fn = f32_vec(W, ck, p + "hc_attn_fn", {mix, int64_t(hc) * D});
+  L.hc_attn_base = f32_vec(W, ck, p + "hc_attn_base", {mix});
+  L.hc_attn_scale = f32_vec(W, ck, p + "hc_attn_scale", {3});
+  L.hc_ffn_fn = f32_vec(W, ck, p + "hc_ffn_fn", {mix, int64_t(hc) * D});
+  L.hc_ffn_base = f32_vec(W, ck, p + "hc_ffn_base", {mix});
+  L.hc_ffn_scale = f32_vec(W, ck, p + "hc_ffn_scale", {3});
+  // attention
+  L.attn_sink = f32_vec(W, ck, p + "attn.attn_sink", {H});
+  L.q_norm = bf16_vec(W, ck, p + "attn.q_norm.weight", {c.q_lora_rank});
+  L.kv_norm = bf16_vec(W, ck, p + "attn.kv_norm.weight", {hd});
+  L.wq_a = linear(W, ck, p + "attn.wq_a", c.q_lora_rank, D);
+  L.wq_b = linear(W, ck, p + "attn.wq_b", H * hd, c.q_lora_rank);
+  L.wkv = linear(W, ck, p + "attn.wkv", hd, D);
+  const int og = c.o_groups;
+  Linear wo_a = linear(W, ck, p + "attn.wo_a", og * c.o_lora_rank, H * hd / og);
+  if (wo_a.kind == Linear::Kind::FP8 && c.o_lora_rank % 32 == 0) {
+    wo_a.kind = Linear::Kind::FP8W;  // the bf16-weight product, read from the FP8 bytes
+  } else if (wo_a.kind == Linear::Kind::FP8) {
+    // an output group that splits a 32-row scale group: a bf16 copy, as convert.py makes
+    const std::vector<uint16_t> v = dequant_fp8_to_bf16(wo_a);
+    wo_a.w = W.own_copy(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 2);
+    wo_a.scale = nullptr;
+    wo_a.kind = Linear::Kind::BF16;
+  } else if (wo_a.kind != Linear::Kind::BF16) {
+    throw std::runtime_error("tensor " + p + "attn.wo_a.weight: expected FP8 or BF16");
+  }
+  L.wo_a = wo_a;
+  L.wo_b = linear(W, ck, p + "attn.wo_b", D, og * c.o_lora_rank);
+  if (P.is_kv_source) {
+    const auto want = Linear::Kind::BF16;  // promoted to fp32 at ratio > 1 (exact products)
+    L.comp_wkv = linear_of(W, ck, p + "attn.compressor.wkv", hd, D, want);
+    if (P.ratio > 1) L.comp_wgate = linear_of(W, ck, p + "attn.compressor.wgate", hd, D, want);
+    L.comp_norm = bf16_vec(W, ck, p + "attn.compressor.norm.weight", {hd});
+    L.idx_wk = linear_of(W, ck, p + "attn.indexer.wk", c.index_head_dim, hd, Linear::Kind::BF16);
+    L.idx_k_norm = bf16_vec(W, ck, p + "attn.indexer.k_norm.weight", {c.index_head_dim});
+  }
+  if (P.is_index_source) {
+    L.idx_wq_b =
+        linear(W, ck, p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
+    L.idx_weights_proj =
+        linear_of(W, ck, p + "attn.indexer.weights_proj", c.index_n_heads, D, Linear::Kind::BF16);
+  }
+  // MoE
+  const int I = c.moe_intermediate_size;
+  L.gate = linear_of(W, ck, p + "ffn.gate", E, D, Linear::Kind::BF16);
+  L.gate_bias = f32_vec(W, ck, p + "ffn.gate.bias", {E});
+  L.experts.resize(size_t(E));
+  for (int e = 0; e < E; ++e) {
+    const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
+    L.experts[size_t(e)].w1 = linear(W, ck, ep + "w1", I, D);
+    L.experts[size_t(e)].w2 = linear(W, ck, ep + "w2", D, I);
+    L.experts[size_t(e)].w3 = linear(W, ck, ep + "w3", I, D);
+  }
+  L.shared.w1 = linear(W, ck, p + "ffn.shared_experts.w1", I, D);
+  L.shared.w2 = linear(W, ck, p + "ffn.shared_experts.w2", D, I);
+  L.shared.w3 = linear(W, ck, p + "ffn.shared_experts.w3", I, D);
+  // an expert's gate and up projections read one prepared copy of its input (MoE::expert)
+  for (int e = -1; e < E; ++e) {
+    const ExpertWeights& ew = e < 0 ? L.shared : L.experts[size_t(e)];
+    if (ew.w1.kind != ew.w3.kind)
+      throw std::runtime_error("tensor " + ew.w3.name + ": stored in another format than " +
+                               ew.w1.name);
+  }
+  // Engram
+  if (P.has_engram) {
+    const int ehd = c.engram_head_dim;
+    const int n_cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
+    const int64_t rows = c.engram_num_embeddings.at(size_t(P.engram_index));
+    L.engram_rows = rows;
+    L.engram_table = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd}).data;
+    L.engram_table_scale =
+        need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32}).data;
+    L.engram_wkv = linear(W, ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
+    L.engram_q_weight = bf16_vec(W, ck, p + "engram.q_weight", {hc, D});
+    L.engram_k_weight = bf16_vec(W, ck, p + "engram.k_weight", {hc, D});
+  }
+  return L;
+}
+
+// The DSpark stages (spec v41-extras §2.2): blocks without compressor, indexer or Engram and
+// with their own expert count; stage 0's context projection, the last stage's norm and heads.
+// ref: model.py DSparkBlock.__init__
+DSparkWeights bind_dspark(ModelWeights& W, const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  const int S = c.num_nextn_predict_layers, L = c.num_hidden_layers, D = c.hidden_size;
+  const int r = c.dspark_markov_rank;
+  const int64_t V = c.vocab_size;
+  DSparkWeights d;
+  for (int s = 0; s < S; ++s) {
+    LayerPlan P;
+    P.layer = L + s;
+    d.stages.push_back(bind_block(W, ck, P, "mtp." + std::to_string(s) + ".", c.experts_of(L + s)));
+  }
+  const int n_taps = int(c.dspark_target_layer_ids.size());
+  d.main_proj = linear(W, ck, "mtp.0.main_proj", D, n_taps * D);
+  d.main_norm = bf16_vec(W, ck, "mtp.0.main_norm.weight", {D});
+  const std::string last = "mtp." + std::to_string(S - 1) + ".";
+  d.norm = bf16_vec(W, ck, last + "norm.weight", {D});
+  d.markov_embed = bf16_vec(W, ck, last + "markov_head.embed.weight", {V, r});
+  d.markov_head = linear_of(W, ck, last + "markov_head.head", int(V), r, Linear::Kind::BF16);
+  d.confidence = linear_of(W, ck, last + "confidence_head.proj", 1, D + r, Linear::Kind::BF16);
+  return d;
+}
+
+}  // namespace
+
 ModelWeights ModelWeights::bind(const Checkpoint& ck) {
   const ModelConfig& c = ck.config();
   const int64_t V = c.vocab_size;
-  const int D = c.hidden_size, hd = c.head_dim, H = c.num_attention_heads, hc = c.hc_mult;
-  const int mix = (2 + hc) * hc;
+  const int D = c.hidden_size;
   ModelWeights W;
   W.embed = bf16_vec(W, ck, "embed.weight", {V, D});
   W.head = bf16_vec(W, ck, "head.weight", {V, D});
   W.norm = bf16_vec(W, ck, "norm.weight", {D});
-  W.layers.resize(size_t(c.num_hidden_layers));
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerPlan& P = c.plan(l);
-    LayerWeights& L = W.layers[size_t(l)];
-    const std::string p = "layers." + std::to_string(l) + ".";
-    L.attn_norm = bf16_vec(W, ck, p + "attn_norm.weight", {D});
-    L.ffn_norm = bf16_vec(W, ck, p + "ffn_norm.weight", {D});
-    L.hc_attn_fn = f32_vec(W, ck, p + "hc_attn_fn", {mix, int64_t(hc) * D});
-    L.hc_attn_base = f32_vec(W, ck, p + "hc_attn_base", {mix});
-    L.hc_attn_scale = f32_vec(W, ck, p + "hc_attn_scale", {3});
-    L.hc_ffn_fn = f32_vec(W, ck, p + "hc_ffn_fn", {mix, int64_t(hc) * D});
-    L.hc_ffn_base = f32_vec(W, ck, p + "hc_ffn_base", {mix});
-    L.hc_ffn_scale = f32_vec(W, ck, p + "hc_ffn_scale", {3});
-    // attention
-    L.attn_sink = f32_vec(W, ck, p + "attn.attn_sink", {H});
-    L.q_norm = bf16_vec(W, ck, p + "attn.q_norm.weight", {c.q_lora_rank});
-    L.kv_norm = bf16_vec(W, ck, p + "attn.kv_norm.weight", {hd});
-    L.wq_a = linear(W, ck, p + "attn.wq_a", c.q_lora_rank, D);
-    L.wq_b = linear(W, ck, p + "attn.wq_b", H * hd, c.q_lora_rank);
-    L.wkv = linear(W, ck, p + "attn.wkv", hd, D);
-    const int og = c.o_groups;
-    Linear wo_a = linear(W, ck, p + "attn.wo_a", og * c.o_lora_rank, H * hd / og);
-    if (wo_a.kind == Linear::Kind::FP8 && c.o_lora_rank % 32 == 0) {
-      wo_a.kind = Linear::Kind::FP8W;  // the bf16-weight product, read from the FP8 bytes
-    } else if (wo_a.kind == Linear::Kind::FP8) {
-      // an output group that splits a 32-row scale group: a bf16 copy, as convert.py makes
-      const std::vector<uint16_t> v = dequant_fp8_to_bf16(wo_a);
-      wo_a.w = W.own_copy(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 2);
-      wo_a.scale = nullptr;
-      wo_a.kind = Linear::Kind::BF16;
-    } else if (wo_a.kind != Linear::Kind::BF16) {
-      throw std::runtime_error("tensor " + p + "attn.wo_a.weight: expected FP8 or BF16");
-    }
-    L.wo_a = wo_a;
-    L.wo_b = linear(W, ck, p + "attn.wo_b", D, og * c.o_lora_rank);
-    if (P.is_kv_source) {
-      const auto want = Linear::Kind::BF16;  // promoted to fp32 at ratio > 1 (exact products)
-      L.comp_wkv = linear_of(W, ck, p + "attn.compressor.wkv", hd, D, want);
-      if (P.ratio > 1) L.comp_wgate = linear_of(W, ck, p + "attn.compressor.wgate", hd, D, want);
-      L.comp_norm = bf16_vec(W, ck, p + "attn.compressor.norm.weight", {hd});
-      L.idx_wk = linear_of(W, ck, p + "attn.indexer.wk", c.index_head_dim, hd, Linear::Kind::BF16);
-      L.idx_k_norm = bf16_vec(W, ck, p + "attn.indexer.k_norm.weight", {c.index_head_dim});
-    }
-    if (P.is_index_source) {
-      L.idx_wq_b =
-          linear(W, ck, p + "attn.indexer.wq_b", c.index_n_heads * c.index_head_dim, c.q_lora_rank);
-      L.idx_weights_proj =
-          linear_of(W, ck, p + "attn.indexer.weights_proj", c.index_n_heads, D, Linear::Kind::BF16);
-    }
-    // MoE
-    const int E = c.n_routed_experts, I = c.moe_intermediate_size;
-    L.gate = linear_of(W, ck, p + "ffn.gate", E, D, Linear::Kind::BF16);
-    L.gate_bias = f32_vec(W, ck, p + "ffn.gate.bias", {E});
-    L.experts.resize(size_t(E));
-    for (int e = 0; e < E; ++e) {
-      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
-      L.experts[size_t(e)].w1 = linear(W, ck, ep + "w1", I, D);
-      L.experts[size_t(e)].w2 = linear(W, ck, ep + "w2", D, I);
-      L.experts[size_t(e)].w3 = linear(W, ck, ep + "w3", I, D);
-    }
-    L.shared.w1 = linear(W, ck, p + "ffn.shared_experts.w1", I, D);
-    L.shared.w2 = linear(W, ck, p + "ffn.shared_experts.w2", D, I);
-    L.shared.w3 = linear(W, ck, p + "ffn.shared_experts.w3", I, D);
-    // an expert's gate and up projections read one prepared copy of its input (MoE::expert)
-    for (int e = -1; e < E; ++e) {
-      const ExpertWeights& ew = e < 0 ? L.shared : L.experts[size_t(e)];
-      if (ew.w1.kind != ew.w3.kind)
-        throw std::runtime_error("tensor " + ew.w3.name + ": stored in another format than " +
-                                 ew.w1.name);
-    }
-    // Engram
-    if (P.has_engram) {
-      const int ehd = c.engram_head_dim;
-      const int n_cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
-      const int64_t rows = c.engram_num_embeddings.at(size_t(P.engram_index));
-      L.engram_rows = rows;
-      L.engram_table = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd}).data;
-      L.engram_table_scale =
-          need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32}).data;
-      L.engram_wkv = linear(W, ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
-      L.engram_q_weight = bf16_vec(W, ck, p + "engram.q_weight", {hc, D});
-      L.engram_k_weight = bf16_vec(W, ck, p + "engram.k_weight", {hc, D});
-    }
-  }
+  for (int l = 0; l < c.num_hidden_layers; ++l)
+    W.layers.push_back(
+        bind_block(W, ck, c.plan(l), "layers." + std::to_string(l) + ".", c.n_routed_experts));
+  if (c.num_nextn_predict_layers > 0) W.dspark = bind_dspark(W, ck);
   return W;
 }
 

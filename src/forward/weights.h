@@ -73,11 +73,25 @@ struct LayerWeights {
   const uint16_t* engram_k_weight = nullptr;
 };
 
+// The DSpark drafter (mtp.*): its stages (blocks without compressor, indexer or Engram), stage
+// 0's context projection over the taps and the last stage's norm, Markov and confidence heads.
+// The embedding and the LM head are the target's.
+struct DSparkWeights {
+  std::vector<LayerWeights> stages;        // empty: the model has no drafter
+  Linear main_proj;                        // [D, n_taps * D]
+  const uint16_t* main_norm = nullptr;     // [D]
+  const uint16_t* norm = nullptr;          // [D]
+  const uint16_t* markov_embed = nullptr;  // E_markov [vocab, rank] bf16
+  Linear markov_head;                      // M_head [vocab, rank] bf16
+  Linear confidence;                       // [1, D + rank] bf16 (used as fp32)
+};
+
 struct ModelWeights {
   const uint16_t* embed = nullptr;  // [vocab, D]
   const uint16_t* head = nullptr;   // [vocab, D]
   const uint16_t* norm = nullptr;   // [D]
   std::vector<LayerWeights> layers;
+  DSparkWeights dspark;
 
   // Binds every tensor; throws std::runtime_error naming the tensor on a missing tensor or an
   // unexpected dtype/shape. bf16/fp32 tensors the mapping leaves misaligned are copied into

@@ -635,10 +635,16 @@ void ModelConfig::validate() {
     positive("dspark_markov_rank", dspark_markov_rank);
     if (dspark_target_layer_ids.empty())
       fail(tk("dspark_target_layer_ids"), "must list the layers that feed the draft head");
-    for (int l : dspark_target_layer_ids)
+    for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {
+      const int l = dspark_target_layer_ids[i];
       if (l < 0 || l >= L)
         fail(tk("dspark_target_layer_ids"),
              "layer " + std::to_string(l) + " is outside [0, " + std::to_string(L) + ")");
+      // the taps are concatenated in layer order (ref: Transformer.forward), so a list in
+      // another order or with repeats would describe a different main_proj input
+      if (i > 0 && l <= dspark_target_layer_ids[i - 1])
+        fail(tk("dspark_target_layer_ids"), "must be strictly ascending");
+    }
     if (dspark_noise_token_id < 0 || dspark_noise_token_id >= vocab_size)
       fail(tk("dspark_noise_token_id"), "is outside the vocabulary");
   }

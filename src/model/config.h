@@ -5,10 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace cedar {
 
@@ -17,28 +16,28 @@ const char* layer_role_name(LayerRole r);
 
 struct LayerPlan {
   int layer = 0;
-  int ratio = 0;             // compress ratio: 0, 1 or 2
+  int ratio = 0;  // compress ratio: 0, 1 or 2
   LayerRole role = LayerRole::SWA;
-  int kv_source = -1;        // nearest kv-source layer at or below (same ratio); -1 for SWA
-  int index_source = -1;     // nearest index-source layer at or below; -1 for SWA
+  int kv_source = -1;     // nearest kv-source layer at or below (same ratio); -1 for SWA
+  int index_source = -1;  // nearest index-source layer at or below; -1 for SWA
   bool is_kv_source = false;
   bool is_index_source = false;
   bool is_candidate_source = false;
   bool uses_candidates = false;  // index source above the candidate source
   bool has_engram = false;
-  int engram_index = -1;     // position in engram_layer_ids
-  bool is_decoder = false;   // layer >= candidate source (CED decoder); false if no candidates
+  int engram_index = -1;    // position in engram_layer_ids
+  bool is_decoder = false;  // layer >= candidate source (CED decoder); false if no candidates
 };
 
 struct ModelConfig {
   // text_config
   int64_t vocab_size = 0;
-  int hidden_size = 0;                 // D
+  int hidden_size = 0;  // D
   int num_hidden_layers = 0;
-  int num_attention_heads = 0;         // H
+  int num_attention_heads = 0;  // H
   int num_key_value_heads = 1;
-  int head_dim = 0;                    // hd
-  int qk_rope_head_dim = 0;            // rd
+  int head_dim = 0;          // hd
+  int qk_rope_head_dim = 0;  // rd
   int q_lora_rank = 0;
   int o_lora_rank = 0;
   int o_groups = 0;
@@ -54,7 +53,7 @@ struct ModelConfig {
   double swiglu_limit = 0.0;
   double rms_norm_eps = 1e-20;
   int sliding_window = 128;
-  std::vector<int> compress_ratios;    // may hold extra entries for DSpark stages
+  std::vector<int> compress_ratios;  // may hold extra entries for DSpark stages
   std::vector<int> kv_source_layer_ids;
   std::vector<int> index_source_layer_ids;
   int candidate_source_layer_id = -1;
@@ -93,14 +92,14 @@ struct ModelConfig {
   // top level
   int64_t bos_token_id = 0, eos_token_id = 1, pad_token_id = 2;
   int64_t image_token_id = 129264;
-  bool has_vision = false;             // a "vision_config" is present
+  bool has_vision = false;  // a "vision_config" is present
   // quantization_config
   std::string quant_method;            // "fp8"
   std::vector<int> weight_block_size;  // must be [32, 32]
   std::string scale_fmt;               // "ue8m0"
   std::string expert_dtype;            // "fp4"
 
-  std::vector<LayerPlan> layers;       // one per backbone layer, filled by validate()
+  std::vector<LayerPlan> layers;  // one per backbone layer, filled by validate()
 
   // Parse config.json text (nested or flat). Throws std::runtime_error naming the key on a
   // missing/ill-typed key.
@@ -114,6 +113,16 @@ struct ModelConfig {
 
   int n_layers() const { return num_hidden_layers; }
   const LayerPlan& plan(int l) const { return layers.at(size_t(l)); }
+  // Routed experts and experts per token of backbone layer l or of DSpark stage l - L (l >= L).
+  // ref: model.py ModelArgs.get_moe_config
+  int experts_of(int l) const {
+    return l < num_hidden_layers || dspark_n_routed_experts == 0 ? n_routed_experts
+                                                                 : dspark_n_routed_experts;
+  }
+  int experts_per_tok_of(int l) const {
+    return l < num_hidden_layers || dspark_num_experts_per_tok == 0 ? num_experts_per_tok
+                                                                    : dspark_num_experts_per_tok;
+  }
 };
 
 }  // namespace cedar

@@ -49,6 +49,22 @@ ModelConfig release_common() {
   return c;
 }
 
+// DSpark stages like the release's (spec v41-extras §2.2): three window-only stages appended after
+// the backbone (compress ratio 0), block 5, the release's noise id, the last three layers as
+// taps; the Markov rank and the stages' expert count scaled with the preset.
+void add_dspark_stages(ModelConfig& c, int markov_rank, int n_experts, int top_k) {
+  c.compress_ratios.resize(size_t(c.num_hidden_layers));
+  c.compress_ratios.insert(c.compress_ratios.end(), 3, 0);
+  c.num_nextn_predict_layers = 3;
+  c.dspark_block_size = 5;
+  c.dspark_noise_token_id = 128799;
+  const int L = c.num_hidden_layers;
+  c.dspark_target_layer_ids = {L - 3, L - 2, L - 1};
+  c.dspark_markov_rank = markov_rank;
+  c.dspark_n_routed_experts = n_experts;
+  c.dspark_num_experts_per_tok = top_k;
+}
+
 // The presets' table sizes follow from their (shrunken) engram_vocab_size through the primes.
 void set_engram_rows_from_primes(ModelConfig& c) {
   c.engram_num_embeddings = EngramLayout::build(c).num_embeddings;
@@ -56,9 +72,8 @@ void set_engram_rows_from_primes(ModelConfig& c) {
 
 ModelConfig tiny() {
   // One layer of every role: 0 SWA, 1 SWA + Engram, 2 r=2 Full + Engram, 3 r=2 Reuse,
-  // 4 r=1 Full + candidate source, 5 r=1 Reindex (with candidates), 6 r=1 Reuse.
-  // No DSpark stages (num_nextn_predict_layers 0) and no vision_config: the presets exercise the
-  // text backbone only.
+  // 4 r=1 Full + candidate source, 5 r=1 Reindex (with candidates), 6 r=1 Reuse; three DSpark
+  // stages reading taps at layers 4, 5, 6. No vision_config.
   ModelConfig c = release_common();
   c.hidden_size = 128;
   c.num_hidden_layers = 7;
@@ -83,14 +98,14 @@ ModelConfig tiny() {
   c.engram_n_heads = 2;
   c.engram_head_dim = 32;
   c.engram_vocab_size = 1000;
-  c.num_nextn_predict_layers = 0;
+  add_dspark_stages(c, 16, 4, 2);
   set_engram_rows_from_primes(c);
   return c;
 }
 
 ModelConfig small() {
-  // The release's full 40-layer schedule (roles, sources, Engram at 1 and 14) at small widths.
-  // No DSpark stages (num_nextn_predict_layers 0) and no vision_config, like tiny.
+  // The release's full 40-layer schedule (roles, sources, Engram at 1 and 14, DSpark taps at
+  // 37-39) at small widths. No vision_config, like tiny.
   ModelConfig c = release_common();
   c.hidden_size = 256;
   c.num_hidden_layers = 40;
@@ -117,7 +132,7 @@ ModelConfig small() {
   c.engram_n_heads = 2;
   c.engram_head_dim = 32;
   c.engram_vocab_size = 1000;
-  c.num_nextn_predict_layers = 0;
+  add_dspark_stages(c, 32, 8, 3);
   set_engram_rows_from_primes(c);
   return c;
 }
@@ -148,6 +163,7 @@ ModelConfig bench() {
   c.engram_n_heads = 2;
   c.engram_head_dim = 64;
   c.engram_vocab_size = 1000;  // small tables: Engram's bytes per token are its projections
+  add_dspark_stages(c, 64, 32, 3);
   set_engram_rows_from_primes(c);
   return c;
 }

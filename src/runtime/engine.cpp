@@ -55,6 +55,11 @@ ForwardResult Engine::forward(SequenceState& state, const int32_t* ids, int n, i
   return model_->forward(state, ids, n, first_pos, opt, logits);
 }
 
+Draft Engine::draft(const SequenceState& state, int32_t anchor) {
+  std::lock_guard<std::mutex> lk(forward_mu_);
+  return model_->draft(state, anchor);
+}
+
 void Engine::enable_batching(BatcherOptions opt) {
   if (!batcher_) batcher_ = std::make_unique<ForwardBatcher>(*model_, forward_mu_, opt);
 }

@@ -63,6 +63,8 @@ class Engine {
   // Transformer::forward, safe to call from any thread (see above).
   ForwardResult forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
                         const ForwardOptions& opt, float* logits);
+  // Transformer::draft (one DSpark draft cycle) under the same lock as the unbatched forward.
+  Draft draft(const SequenceState& state, int32_t anchor);
   // From now on forward() calls of concurrent threads share batched passes. Call before the
   // threads start; a second call changes nothing.
   void enable_batching(BatcherOptions opt = {});

@@ -127,6 +127,7 @@ void Generator::forward(const int32_t* ids, int n, bool want_logits, bool comple
   fo.mode = opt.exact_prefill ? PrefillMode::kExact : PrefillMode::kCed;
   fo.completes_prompt = completes_prompt;
   fo.logits = want_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+  fo.dspark_seed = opt.speculative.enabled;  // every forward keeps the drafter's rings current
   engine_.forward(state_, ids, n, int64_t(tokens_.size()), fo,
                   want_logits ? logits->data() : nullptr);
   tokens_.insert(tokens_.end(), ids, ids + n);
@@ -186,6 +187,29 @@ void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions
     cache_->offer(std::span<const int32_t>(tokens_), state_, PrefixCacheHook::Point::kPromptEnd);
 }
 
+// The logits of the row after `id` (chosen, not yet in the state): the verify pass's next row
+// when `id` is its draft; else the pass ends (its other rows rewound) and a new one runs
+// [id, drafts] (at most left - 1 drafts: left tokens may still come), or a plain forward of id.
+void Generator::next_logits(int32_t id, int64_t left, VerifyPass& look,
+                            const GenerationOptions& opt, std::vector<float>* logits,
+                            GenerationResult* res) {
+  const size_t V = size_t(engine_.config().vocab_size);
+  if (look.advance(id)) {
+    logits->assign(look.logits(), look.logits() + V);
+    return;
+  }
+  if (look.active()) tokens_.resize(tokens_.size() - size_t(look.finish(state_)));
+  ForwardOptions fo;
+  fo.mode = PrefillMode::kExact;
+  if (look.run(state_, id, int(std::min<int64_t>(look.spec_tokens(), left - 1)), fo)) {
+    tokens_.insert(tokens_.end(), look.rows().begin(), look.rows().end());
+    logits->assign(look.logits(), look.logits() + V);
+    return;
+  }
+  forward(&id, 1, true, true, opt, logits);
+  ++res->decode_steps;
+}
+
 GenerationResult Generator::generate(std::span<const int32_t> prompt, const GenerationOptions& opt,
                                      const GenerationCallbacks& cb) {
   const ModelConfig& cfg = engine_.config();
@@ -211,6 +235,7 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
     throw std::runtime_error(std::string("sampling: ") + e.what());
   }
   const Sampler sampler(opt.sampling);
+  VerifyPass look(engine_, opt.speculative);  // throws before any work on a model without stages
   StopMatcher stops(opt.stop);
   const int64_t room = ctx - T;
   const int64_t max_new = opt.max_tokens > 0 ? std::min(opt.max_tokens, room) : room;
@@ -267,7 +292,8 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
         res.finish = FinishReason::kCancelled;
         break;
       }
-      const int64_t pos = int64_t(tokens_.size());
+      // the position of the token chosen now (inside a verify pass: after its current row)
+      const int64_t pos = look.active() ? look.position() + 1 : int64_t(tokens_.size());
       int32_t id = 0;
       if (opt.forced) {
         if (res.tokens.size() >= opt.forced->size()) {
@@ -312,9 +338,9 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
         res.finish = FinishReason::kLength;
         break;
       }
-      forward(&id, 1, true, true, opt, &logits);
-      ++res.decode_steps;
+      next_logits(id, max_new - int64_t(res.tokens.size()), look, opt, &logits, &res);
     }
+    if (look.active()) tokens_.resize(tokens_.size() - size_t(look.finish(state_)));
   } catch (...) {
     reset();
     throw;
@@ -340,6 +366,7 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
     res.message.content = res.text;
   }
   res.decode_seconds = seconds_since(t1);
+  res.speculative = look.stats();
   res.usage.completion_tokens = int64_t(res.tokens.size());
   if (cache_ != nullptr && opt.use_prefix_cache && int64_t(tokens_.size()) > T)
     cache_->offer(std::span<const int32_t>(tokens_), state_, PrefixCacheHook::Point::kAnswerEnd);

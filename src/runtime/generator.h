@@ -26,6 +26,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 #include "state/sequence_state.h"
 #include "text/output_parser.h"
 
@@ -81,6 +82,9 @@ struct GenerationOptions {
   // text/dsml_grammar.h): free text then an optional calls block, or, when parser.start is
   // kToolCalls (the prompt opened the block), the block's invokes alone. Must outlive it.
   const text::ToolGrammar* tool_grammar = nullptr;
+  // DSpark speculative decoding (runtime/speculative.h): the same tokens, several per forward
+  // when the drafts are right.
+  SpeculativeOptions speculative;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };
@@ -105,6 +109,7 @@ struct GenerationResult {
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t prefill_computed = 0;  // prompt tokens actually run through the model
   int64_t decode_steps = 0;      // single-token forward calls
+  SpecStats speculative;         // the verify passes (speculative decoding)
 };
 
 struct GenerationCallbacks {
@@ -136,6 +141,8 @@ class Generator {
                const GenerationCallbacks& cb, GenerationResult* res, std::vector<float>* logits);
   void forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
                const GenerationOptions& opt, std::vector<float>* logits);
+  void next_logits(int32_t id, int64_t left, VerifyPass& look, const GenerationOptions& opt,
+                   std::vector<float>* logits, GenerationResult* res);
 
   Engine& engine_;
   PrefixCacheHook* cache_;

@@ -95,6 +95,11 @@ std::string Metrics::prometheus() const {
   counter("cedar_completion_tokens_total", "Generated tokens.", completion_tokens_);
   counter("cedar_requests_cancelled_total", "Generations cancelled by a client disconnect.",
           cancelled_);
+  counter("cedar_spec_drafted_tokens_total",
+          "Tokens the DSpark drafter proposed into verify passes (speculative decoding).",
+          drafted_);
+  counter("cedar_spec_accepted_tokens_total", "Drafted tokens the verify passes kept.", accepted_);
+  counter("cedar_spec_verify_passes_total", "Speculative verify passes.", verify_passes_);
   gauge("cedar_requests_queued", "Requests waiting for a slot.", queued_);
   gauge("cedar_requests_active", "Requests being generated.", active_);
   runtime::BatcherStats b;

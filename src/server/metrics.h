@@ -44,6 +44,12 @@ class Metrics {
   void add_prompt(int64_t prompt_tokens, int64_t cached_tokens);
   void add_completion_tokens(int64_t n);  // also feeds the decode-rate window
   void add_cancelled() { cancelled_++; }
+  // speculative decoding: tokens drafted into verify passes, and those kept
+  void add_speculative(int64_t drafted, int64_t accepted, int64_t passes) {
+    drafted_ += drafted;
+    accepted_ += accepted;
+    verify_passes_ += passes;
+  }
   void set_queue(int queued, int active) {
     queued_ = queued;
     active_ = active;
@@ -69,6 +75,7 @@ class Metrics {
   std::deque<std::pair<Clock::time_point, int64_t>> recent_;  // (time, tokens) for the rate
   std::atomic<int64_t> prompt_tokens_{0}, cached_tokens_{0}, completion_tokens_{0};
   std::atomic<int64_t> cancelled_{0};
+  std::atomic<int64_t> drafted_{0}, accepted_{0}, verify_passes_{0};
   std::atomic<int> queued_{0}, active_{0};
   runtime::BatcherStats batch_;  // guarded by mu_
   Histogram latency_, ttft_;

@@ -223,6 +223,7 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   opt.parser.start = spec.setup.parser.start;  // where the answer (and its constraint) starts
   opt.json_schema = spec.json_schema ? spec.json_schema->root() : nullptr;
   opt.tool_grammar = spec.tool_grammar.get();
+  opt.speculative = opt_.speculative;
 
   bool started = false;
   auto start = [&] {
@@ -254,6 +255,9 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   Finish fin = Finish::kStop;
   try {
     const runtime::GenerationResult res = gen.generate(spec.prompt, opt, cb);
+    if (metrics_)
+      metrics_->add_speculative(res.speculative.drafted, res.speculative.accepted,
+                                res.speculative.passes);
     usage.prompt_tokens = res.usage.prompt_tokens;
     usage.cached_tokens = res.usage.cached_tokens;
     switch (res.finish) {

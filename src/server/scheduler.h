@@ -31,6 +31,7 @@ struct SchedulerOptions {
   int64_t prefill_chunk = 128;  // prompt tokens per forward call (one chunk per pass)
   int batch_rows = 512;         // rows per batched pass (runtime::BatcherOptions::max_rows)
   int max_queue = 256;          // waiting requests beyond which submit() answers 503
+  runtime::SpeculativeOptions speculative;  // DSpark speculative decoding of every request
 };
 
 class Scheduler {

@@ -7,6 +7,7 @@
 //     index keys (packed E2M1 + UE8M0 scale per 32), appended as compressor groups complete, and
 //     the fp32 k / gate logits of a trailing incomplete group (ratio > 1);
 //   * the Engram history: the last max_ngram-1 mapped token ids;
+//   * per DSpark stage, a ring of the drafter's main_kv rows (same packed format as a window);
 //   * the number of tokens processed;
 //   * CED bookkeeping (docs/FORWARD.md): how far the decoder layers have run (they lag while a
 //     chunked CED prompt is open), the candidate-source input stream of the last <= window open
@@ -53,10 +54,19 @@ struct CompressedKv {
   // The tokens of the trailing incomplete group (ratio > 1): fp32 wkv and wgate outputs.
   int n_tail = 0;
   std::vector<float> tail_k, tail_z;  // [ratio - 1, head_dim]
+  // SequenceState::rewind's record of the last call (ratio > 1): the tail before it and the
+  // fp32 k / gate logits of the call's rows (Compressor::append writes them while `on`).
+  struct Undo {
+    bool on = false;
+    int n_tail = 0;
+    std::vector<float> tail_k, tail_z, k, z;
+  } undo;
 
   // Appends one row (packed codes + scales of both the main row and the index key).
   void append(const uint8_t* kv_packed, const uint8_t* kv_scales, const uint8_t* ik_packed,
               const uint8_t* ik_scales);
+  // Keeps the first `rows` rows (main rows and index keys); the tail is left as it is.
+  void keep_rows(int64_t rows);
   void read_kv(int64_t row, float* out) const;         // exact bf16 values [head_dim]
   void read_index_key(int64_t row, float* out) const;  // exact bf16 values [index_head_dim]
   const uint8_t* kv_row(int64_t row) const {
@@ -102,6 +112,26 @@ class SequenceState {
   // after a bounded replay or a truncated CED replay; n_tokens after drop_window()). A forward
   // whose first query needs an older row refuses to run.
   int64_t window_from = 0;
+  // DSpark (forward/dspark.h): one ring per stage of the main_kv rows of the target's processed
+  // positions [dspark_from, dspark_to) (at most `window` of them, slot = pos % window), written
+  // by DSpark::seed; empty when the model has no stages. Any change to the processed positions
+  // that seed() did not follow empties it (dspark_from = dspark_to = n_tokens).
+  std::vector<WindowRing> dspark;
+  int64_t dspark_from = 0, dspark_to = 0;
+
+  // The undo log of the last forward that asked for one (ForwardOptions::keep_undo: a
+  // speculative verify pass of at most `window` rows on a closed prompt): the ring slots its rows
+  // overwrote, the state's counters and Engram history before it, the call's mapped ids.
+  struct Undo {
+    bool valid = false;
+    int64_t p0 = 0;
+    int n = 0, engram_keep = 0;
+    bool seeded = false;
+    int64_t window_from = 0, dspark_from = 0, dspark_to = 0;
+    std::vector<int32_t> engram_history, mapped;
+    std::vector<std::vector<uint8_t>> win_codes, win_scales;  // per layer: [n, head_dim], ...
+    std::vector<std::vector<uint8_t>> ds_codes, ds_scales;    // per DSpark stage
+  } undo;
 
   bool prompt_open() const { return dec_tokens < n_tokens; }
 
@@ -119,6 +149,18 @@ class SequenceState {
   // what was dropped (approximately: spec §9.4). Releases the freed capacity. Throws on an open
   // prompt or n_keep outside [0, n_tokens].
   void truncate(int64_t n_keep);
+
+  // Starts the undo log of a call of n rows at p0 = n_tokens (Transformer::forward_batch, before
+  // the call runs): `mapped` [n] the call's Engram-mapped ids, `engram_keep` the history length
+  // (max_ngram - 1), `seeds` whether the call seeds the DSpark rings. end_undo() after the call.
+  void begin_undo(int n, const int32_t* mapped, int engram_keep, bool seeds);
+  void end_undo();
+
+  // Drops the last k rows of the last call that kept an undo log (k <= its rows): afterwards the
+  // state is bit for bit the state of a run that processed only the kept rows -- window rings,
+  // compressed rows and ratio-2 tails, index keys, Engram history, DSpark rings, counters. The
+  // log is consumed. Throws when there is no log, k is out of range or the state moved since.
+  void rewind(int k);
 
   // Bytes held by real allocations (capacity of every buffer).
   size_t bytes() const;

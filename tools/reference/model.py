@@ -71,6 +71,14 @@ class ModelArgs:
     engram_head_dim: int = 0
     engram_pad_token_id: int = 2
     engram_compressed_vocab_size: int = 0
+    # DSpark drafter (num_nextn_predict_layers stages under mtp.*; dspark.py)
+    n_mtp_layers: int = 0
+    dspark_block_size: int = 0
+    dspark_noise_token_id: int = 0
+    dspark_target_layer_ids: tuple = ()
+    dspark_markov_rank: int = 0
+    dspark_n_routed_experts: int = 0
+    dspark_n_activated_experts: int = 0
     # derived per-layer plan: nearest kv / index source at or below each layer (-1: none)
     kv_source_of: list = field(default_factory=list)
     index_source_of: list = field(default_factory=list)
@@ -132,9 +140,32 @@ class ModelArgs:
             engram_head_dim=int(get("engram_head_dim", 0)),
             engram_pad_token_id=int(get("engram_pad_token_id", 2)),
             engram_compressed_vocab_size=int(get("engram_compressed_vocab_size", 0)),
+            n_mtp_layers=int(get("num_nextn_predict_layers", 0)),
         )
+        if a.n_mtp_layers:
+            a.dspark_block_size = int(get("dspark_block_size"))
+            a.dspark_noise_token_id = int(get("dspark_noise_token_id"))
+            a.dspark_target_layer_ids = tuple(int(v) for v in get("dspark_target_layer_ids"))
+            a.dspark_markov_rank = int(get("dspark_markov_rank"))
+            a.dspark_n_routed_experts = int(get("dspark_n_routed_experts"))
+            a.dspark_n_activated_experts = int(get("dspark_num_experts_per_tok"))
         a.validate()
         return a
+
+    def get_moe_config(self, layer_id):
+        """ref: ModelArgs.get_moe_config: (routed, activated) experts of a backbone layer or of a
+        DSpark stage (layer ids n_layers..)."""
+        if layer_id < self.n_layers:
+            return self.n_routed_experts, self.n_activated_experts
+        return (
+            self.dspark_n_routed_experts or self.n_routed_experts,
+            self.dspark_n_activated_experts or self.n_activated_experts,
+        )
+
+    def ratio(self, layer_id):
+        """compress_ratios[layer_id]; DSpark stages are window-only (0)."""
+        r = self.compress_ratios
+        return r[layer_id] if layer_id < len(r) else 0
 
     def validate(self):
         def bad(msg):
@@ -172,6 +203,12 @@ class ModelArgs:
         if self.engram_layer_ids:
             if len(self.engram_num_embeddings) != len(self.engram_layer_ids):
                 bad("engram_num_embeddings and engram_layer_ids differ in length")
+        if self.n_mtp_layers:
+            taps = list(self.dspark_target_layer_ids)
+            if not taps or taps != sorted(set(taps)) or not 0 <= taps[0] <= taps[-1] < self.n_layers:
+                bad("dspark_target_layer_ids must be ascending backbone layers")
+            if any(self.ratio(self.n_layers + s) for s in range(self.n_mtp_layers)):
+                bad("DSpark stages must have compress ratio 0")
 
 
 class RMSNorm:
@@ -311,15 +348,15 @@ class SharedState:
 class Attention:
     """ref: model.py Attention (NUMERICS.md §A, §C)."""
 
-    def __init__(self, args, ck, layer_id):
-        p = f"layers.{layer_id}.attn."
+    def __init__(self, args, ck, layer_id, prefix=None):
+        p = (prefix or f"layers.{layer_id}.") + "attn."
         self.layer_id = layer_id
         self.args = args
         D, H, hd = args.dim, args.n_heads, args.head_dim
         self.H, self.hd, self.rd = H, hd, args.rope_head_dim
         self.G, self.R = args.o_groups, args.o_lora_rank
         self.window = args.window_size
-        self.ratio = args.compress_ratios[layer_id]
+        self.ratio = args.ratio(layer_id)
         self.attn_sink = ck.f32(p + "attn_sink", (H,))
         self.wq_a = FP8Linear(ck, p + "wq_a", args.q_lora_rank, D)
         self.q_norm = RMSNorm(ck, p + "q_norm", args.q_lora_rank, args.norm_eps)
@@ -403,8 +440,13 @@ class Attention:
             order = np.argsort(lists < 0, axis=1, kind="stable")
             lists = np.take_along_axis(lists, order, axis=1)
         o = sparse_attn(q, table, lists, self.attn_sink, self.softmax_scale)
+        return self.output(o, cos, sin)
+
+    def output(self, o, cos, sin):
+        """Inverse RoPE on the heads' rope dims, then the grouped low-rank output: wo_a is
+        block-diagonal over groups (bf16 einsum), wo_b FP8."""
+        T, rd = o.shape[0], self.rd
         o[..., -rd:] = rope.apply_rotary_emb(o[..., -rd:], cos, sin, inverse=True)
-        # grouped low-rank output: wo_a is block-diagonal over groups (bf16 einsum)
         o = o.reshape(T, self.G, -1)
         wo_a = self.wo_a_bf16().reshape(self.G, self.R, -1)
         u = np.empty((T, self.G, self.R), dtype=F32)
@@ -421,9 +463,9 @@ class Attention:
 class Gate:
     """ref: model.py Gate (sqrtsoftplus; the bias picks experts, weights from raw scores)."""
 
-    def __init__(self, args, ck, p):
-        E = args.n_routed_experts
-        self.topk = args.n_activated_experts
+    def __init__(self, args, ck, p, n_experts, topk):
+        E = n_experts
+        self.topk = topk
         self.weight = BF16Linear(ck, p + "gate", E, args.dim)
         self.bias = ck.f32(p + "gate.bias", (E,))
         self.gate_temp = F32(args.gate_temp)
@@ -469,12 +511,11 @@ class Expert:
 class MoE:
     """ref: model.py MoE: routed experts added in ascending expert index, then the shared one."""
 
-    def __init__(self, args, ck, layer_id):
-        p = f"layers.{layer_id}.ffn."
-        self.gate = Gate(args, ck, p)
-        self.experts = [
-            Expert(args, ck, f"{p}experts.{e}.", True) for e in range(args.n_routed_experts)
-        ]
+    def __init__(self, args, ck, layer_id, prefix=None):
+        p = (prefix or f"layers.{layer_id}.") + "ffn."
+        E, K = args.get_moe_config(layer_id)
+        self.gate = Gate(args, ck, p, E, K)
+        self.experts = [Expert(args, ck, f"{p}experts.{e}.", True) for e in range(E)]
         self.shared = Expert(args, ck, p + "shared_experts.", False)
 
     def __call__(self, x):
@@ -491,8 +532,10 @@ class MoE:
 class Block:
     """ref: model.py Block: single-pass mHC around attention and MoE (NUMERICS.md §B)."""
 
-    def __init__(self, args, ck, layer_id, engram=None):
-        p = f"layers.{layer_id}."
+    attention_cls = Attention
+
+    def __init__(self, args, ck, layer_id, engram=None, prefix=None):
+        p = prefix or f"layers.{layer_id}."
         D, hc = args.dim, args.hc_mult
         self.layer_id = layer_id
         self.hc = hc
@@ -500,8 +543,8 @@ class Block:
         self.iters = args.hc_sinkhorn_iters
         self.hc_eps = args.hc_eps
         self.engram = engram
-        self.attn = Attention(args, ck, layer_id)
-        self.ffn = MoE(args, ck, layer_id)
+        self.attn = self.attention_cls(args, ck, layer_id, p)
+        self.ffn = MoE(args, ck, layer_id, p)
         self.attn_norm = RMSNorm(ck, p + "attn_norm", D, args.norm_eps)
         self.ffn_norm = RMSNorm(ck, p + "ffn_norm", D, args.norm_eps)
         mix = (2 + hc) * hc
@@ -573,8 +616,11 @@ class Transformer:
                 eng = Engram(args, ck, l, args.engram_layer_ids.index(l))
             self.layers.append(Block(args, ck, l, eng))
 
-    def forward(self, ids, progress=None):
-        """ids int [T] -> fp32 logits [T, vocab] of every position."""
+    def forward(self, ids, progress=None, taps=None):
+        """ids int [T] -> fp32 logits [T, vocab] of every position. `taps`, a list, receives the
+        DSpark target taps main_hidden [T, n_taps * D] (ref: Transformer.forward main_hiddens:
+        the mean over the copies of each target layer's input, bf16, concatenated in layer
+        order)."""
         args = self.args
         ids = np.asarray(ids, dtype=np.int64)
         T = ids.shape[0]
@@ -584,12 +630,17 @@ class Transformer:
         pre_mix[:, 0] = 1
         hashes = self.hash(ids) if self.hash is not None else None
         state = SharedState()
+        main_hiddens = []
         for l, layer in enumerate(self.layers):
             if layer.engram is not None:
                 h = layer.engram(h, hashes[layer.engram.layer_hash_index])
+            if l in args.dspark_target_layer_ids:  # the attention input, not the output
+                main_hiddens.append(bf16(nx.mean(h, axis=1)))
             h, pre_mix = layer(h, pre_mix, state)
             if progress:
                 progress(l)
+        if taps is not None and main_hiddens:
+            taps.append(np.concatenate(main_hiddens, axis=1))
         x = self.norm(Block.hc_pre(h, pre_mix))
         return self.logits(x)
 

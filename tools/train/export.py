@@ -11,6 +11,9 @@ the quantizers QAT trained with (tools/train/quant.py): FP8 E4M3 with a UE8M0 sc
 block, FP4 E2M1 experts with a UE8M0 scale per (row, 32), Engram rows E4M3 with a per-32 scale.
 embed/head: the rows of the used ids are the trained rows; every other row is the trained
 "other" row (the head's u), which makes the engine's full softmax the trained one.
+A trained state without DSpark stages (the trainer does not train the drafter yet) exports a
+model without them: the template's mtp.* tensors are left out and config.json says
+num_nextn_predict_layers 0, never random drafter weights under a trained model.
 """
 
 import argparse
@@ -30,7 +33,9 @@ import torch  # noqa: E402
 import numerics as nx  # noqa: E402
 import quant as Q  # noqa: E402
 
-COPY = ("config.json", "tokenizer.json", "tokenizer_config.json")
+COPY = ("tokenizer.json", "tokenizer_config.json")
+DSPARK_KEYS = ("dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids",
+               "dspark_markov_rank", "dspark_n_routed_experts", "dspark_num_experts_per_tok")
 
 
 def read_header(path):
@@ -40,12 +45,26 @@ def read_header(path):
     return meta.pop("__metadata__", None), meta
 
 
-def read_template(template):
-    """(safetensors metadata, tensor header in order, vocab size) of the make-model template."""
+def read_template(template, state):
+    """(safetensors metadata, tensor header in order, config) of the make-model template, less
+    the DSpark stages when the trained state has none."""
     meta, header = read_header(os.path.join(template, "model.safetensors"))
     with open(os.path.join(template, "config.json")) as f:
-        vocab = int(json.load(f)["text_config"]["vocab_size"])
-    return meta, header, vocab
+        config = json.load(f)
+    if not any(k.startswith("mtp.") for k in state):
+        header = {k: v for k, v in header.items() if not k.startswith("mtp.")}
+        text = config["text_config"]
+        text["num_nextn_predict_layers"] = 0
+        text["compress_ratios"] = text["compress_ratios"][: text["num_hidden_layers"]]
+        for k in DSPARK_KEYS:
+            text.pop(k, None)
+    return meta, header, config
+
+
+def write_config(config, out):
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
 
 
 def bf16_bits(t):
@@ -127,12 +146,13 @@ def encode(src, name, info, header):
 
 
 def export(template, state, out):
-    meta, header, vocab = read_template(template)
-    src = Source(state, vocab)
+    meta, header, config = read_template(template, state)
+    src = Source(state, config["text_config"]["vocab_size"])
     tensors = {name: (info["dtype"], info["shape"], encode(src, name, info, header))
                for name, info in header.items()}
     os.makedirs(out, exist_ok=True)
     write_safetensors(os.path.join(out, "model.safetensors"), tensors, meta)
+    write_config(config, out)
     for c in COPY:
         if os.path.exists(os.path.join(template, c)):
             shutil.copyfile(os.path.join(template, c), os.path.join(out, c))
@@ -141,8 +161,8 @@ def export(template, state, out):
 def export_compact(template, state, out):
     """models/default/ form (src/model/compact_model.h): config.json and compact.safetensors with
     every tensor but embed/head, plus compact.used_ids and the used (+ other) embed/head rows."""
-    meta, header, vocab = read_template(template)
-    src = Source(state, vocab)
+    meta, header, config = read_template(template, state)
+    src = Source(state, config["text_config"]["vocab_size"])
     used = state["used_ids"].numpy().astype(np.int32)
     head_rows = torch.cat([state["head.weight"], state["head_other"][None]])
     tensors = {
@@ -154,7 +174,7 @@ def export_compact(template, state, out):
         if name not in ("embed.weight", "head.weight"):
             tensors[name] = (info["dtype"], info["shape"], encode(src, name, info, header))
     write_safetensors(os.path.join(out, "compact.safetensors"), tensors, meta)
-    shutil.copyfile(os.path.join(template, "config.json"), os.path.join(out, "config.json"))
+    write_config(config, out)
 
 
 def write_safetensors(path, tensors, meta=None):

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,15 @@ struct TinyRig {
   std::unique_ptr<Transformer> model;
 };
 
+// n pseudo-random ordinary token ids (below the added tokens) from seed.
+inline std::vector<int32_t> random_ids(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, 127999);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = id(rng);
+  return v;
+}
+
 inline bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -92,6 +102,16 @@ inline void expect_same_state(const SequenceState& a, const SequenceState& b) {
   for (size_t l = 0; l < a.window.size(); ++l) {
     EXPECT_EQ(a.window[l].codes, b.window[l].codes) << "layer " << l;
     EXPECT_EQ(a.window[l].scales, b.window[l].scales) << "layer " << l;
+  }
+  // the DSpark rings' extent (two empty ones are alike wherever they sit) and contents
+  if (a.dspark_from < a.dspark_to || b.dspark_from < b.dspark_to) {
+    EXPECT_EQ(a.dspark_from, b.dspark_from);
+    EXPECT_EQ(a.dspark_to, b.dspark_to);
+  }
+  ASSERT_EQ(a.dspark.size(), b.dspark.size());
+  for (size_t s = 0; s < a.dspark.size(); ++s) {
+    EXPECT_EQ(a.dspark[s].codes, b.dspark[s].codes) << "DSpark stage " << s;
+    EXPECT_EQ(a.dspark[s].scales, b.dspark[s].scales) << "DSpark stage " << s;
   }
 }
 

@@ -368,6 +368,18 @@ TEST_F(GeneratedCheckpoint, MissingTensor) {
   expect_refused({name, "missing"});
 }
 
+TEST_F(GeneratedCheckpoint, DSparkTensorsAreValidated) {
+  // the tiny preset carries DSpark stages like the release: their tensors are checked as the
+  // backbone's are (a missing Markov head, a confidence head of the wrong width)
+  edit_shard([&](json& h) { ASSERT_EQ(h.erase("mtp.2.markov_head.head.weight"), 1u); });
+  expect_refused({"mtp.2.markov_head.head.weight", "missing"});
+  edit_shard([&](json& h) {
+    ASSERT_EQ(h["mtp.2.confidence_head.proj.weight"]["shape"], json::array({1, 144}));
+    h["mtp.2.confidence_head.proj.weight"]["shape"] = {2, 72};  // same bytes, wrong shape
+  });
+  expect_refused({"mtp.2.confidence_head.proj.weight", "shape [2, 72]", "expected [1, 144]"});
+}
+
 TEST_F(GeneratedCheckpoint, ExtraTensor) {
   // V4's compressor positional embedding, which V4.1 dropped
   edit_shard(

@@ -133,8 +133,10 @@ TEST(Inspect, CliAllocatesTheStateForAMillionTokens) {
   EXPECT_EQ(a["global_bytes"], int64_t(1048576) * 890);
   EXPECT_EQ(a["global_bytes_per_token"], 890.0);
   EXPECT_EQ(a["window_bytes"], 2703360);
-  EXPECT_EQ(a["other_fixed_bytes"], 3 * 2 * 512 * 4);  // fp32 k + gate tails of 3 r=2 sources
-  EXPECT_EQ(a["total_bytes"], int64_t(1048576) * 890 + 2703360 + 3 * 2 * 512 * 4);
+  // fp32 k + gate tails of 3 r=2 sources, the main_kv rings of the 3 DSpark stages
+  const int64_t other = 3 * 2 * 512 * 4 + 3 * 128 * 528;
+  EXPECT_EQ(a["other_fixed_bytes"], other);
+  EXPECT_EQ(a["total_bytes"], int64_t(1048576) * 890 + 2703360 + other);
   ASSERT_EQ(
       run("'" + cedar_bin() + "' inspect --config '" + fixture() + "' --kv-tokens 1048576", &out),
       0)

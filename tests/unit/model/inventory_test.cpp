@@ -96,9 +96,11 @@ TEST(Inventory, ReleasedConfigFixtureParsesToTheSameInventory) {
   expect_census(a);
 }
 
-// The per-layer name suffixes (experts collapsed to one), for comparing layer roles.
-std::map<int, std::set<std::string>> layer_roles(const std::vector<ExpectedTensor>& inv) {
-  static const std::regex re(R"(^layers\.(\d+)\.(.*)$)");
+// The per-layer name suffixes (experts collapsed to one), for comparing layer roles; `ns` is
+// "layers" (the backbone) or "mtp" (the DSpark stages).
+std::map<int, std::set<std::string>> layer_roles(const std::vector<ExpectedTensor>& inv,
+                                                 const std::string& ns = "layers") {
+  const std::regex re("^" + ns + R"(\.(\d+)\.(.*)$)");
   static const std::regex expert(R"(ffn\.experts\.\d+\.)");
   std::map<int, std::set<std::string>> out;
   for (const auto& t : inv) {
@@ -117,8 +119,12 @@ TEST(Inventory, SmallKeepsTheReleasedRolesOfEveryLayer) {
   const auto sm = layer_roles(small);
   ASSERT_EQ(sm.size(), 40u);
   for (int l = 0; l < 40; ++l) EXPECT_EQ(sm.at(l), rel.at(l)) << "layer " << l;
+  // the DSpark stages too: main_proj/main_norm on stage 0, norm and the two heads on stage 2
+  const auto rel_mtp = layer_roles(expected_tensors(preset_config("released")), "mtp");
+  const auto sm_mtp = layer_roles(small, "mtp");
+  ASSERT_EQ(sm_mtp.size(), 3u);
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(sm_mtp.at(s), rel_mtp.at(s)) << "stage " << s;
   for (const auto& t : small) {
-    EXPECT_EQ(t.name.rfind("mtp.", 0), std::string::npos) << t.name;
     EXPECT_EQ(t.name.rfind("vision.", 0), std::string::npos) << t.name;
     EXPECT_EQ(t.name.find("bias_vl"), std::string::npos) << t.name;
     EXPECT_EQ(t.name.rfind("image_", 0), std::string::npos) << t.name;

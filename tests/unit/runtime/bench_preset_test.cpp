@@ -40,7 +40,8 @@ TEST(BenchPreset, ReleaseScheduleLikeSmall) {
   EXPECT_EQ(b.index_source_layer_ids, s.index_source_layer_ids);
   EXPECT_EQ(b.candidate_source_layer_id, 20);
   EXPECT_EQ(b.engram_layer_ids, (std::vector<int>{1, 14}));
-  EXPECT_EQ(b.num_nextn_predict_layers, 0);
+  EXPECT_EQ(b.num_nextn_predict_layers, 3);  // DSpark stages like the release
+  EXPECT_EQ(b.dspark_target_layer_ids, (std::vector<int>{37, 38, 39}));
   EXPECT_FALSE(b.has_vision);
   EXPECT_TRUE(bench::has_ced_split(b));
   ASSERT_EQ(b.layers.size(), s.layers.size());

@@ -42,8 +42,10 @@ TEST(KvStore, ReservationIs890BytesPerTokenPlusTheFixedWindow) {
   EXPECT_EQ(st.window_bytes(), 2703360u);
   EXPECT_EQ(store.slot_bytes(a), st.bytes());
   EXPECT_GE(st.bytes(), 4096u * 890u + 2703360u);
-  // the tails: 3 ratio-2 sources x (k + gate) x 512 fp32
-  EXPECT_EQ(st.bytes() - st.global_bytes() - st.window_bytes(), 3u * 2u * 512u * 4u);
+  // the tails: 3 ratio-2 sources x (k + gate) x 512 fp32; the 3 DSpark stages' main_kv rings
+  // (128 rows of 512 E4M3 + 16 UE8M0 each)
+  EXPECT_EQ(st.bytes() - st.global_bytes() - st.window_bytes(),
+            3u * 2u * 512u * 4u + 3u * 128u * 528u);
   EXPECT_EQ(store.bytes_used(), st.bytes());
   store.reserve(a, 8192);
   EXPECT_EQ(store.state(a).global_bytes(), 8192u * 890u);

@@ -1,0 +1,93 @@
+#include "runtime/speculative.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace cedar::runtime {
+
+void SpecStats::add(const SpecStats& o) {
+  passes += o.passes;
+  emitted += o.emitted;
+  drafted += o.drafted;
+  accepted += o.accepted;
+  offered_at.resize(std::max(offered_at.size(), o.offered_at.size()));
+  accepted_at.resize(offered_at.size());
+  for (size_t k = 0; k < o.offered_at.size(); ++k) {
+    offered_at[k] += o.offered_at[k];
+    accepted_at[k] += o.accepted_at[k];
+  }
+}
+
+VerifyPass::VerifyPass(Engine& engine, const SpeculativeOptions& opt) : engine_(engine), opt_(opt) {
+  if (!opt_.enabled) return;
+  const DSpark* ds = engine.model().dspark();
+  own_proposer_ = !opt_.proposer;
+  if (own_proposer_) {
+    if (!ds) throw std::runtime_error("speculative decoding: the model has no DSpark stages");
+    opt_.proposer = [&engine](const SequenceState& st, int32_t anchor, int max) {
+      const Draft d = engine.draft(st, anchor);
+      const long n = std::min<long>(max, long(d.tokens.size()) - 1);
+      return std::vector<int32_t>(d.tokens.begin() + 1, d.tokens.begin() + 1 + n);
+    };
+  }
+  spec_tokens_ = opt_.spec_tokens > 0 ? opt_.spec_tokens : (ds ? ds->block_size() : 5);
+  if (spec_tokens_ + 1 > engine.config().sliding_window)
+    throw std::runtime_error("speculative decoding: " + std::to_string(spec_tokens_) +
+                             " drafts per pass do not fit the window");
+}
+
+bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base) {
+  if (!opt_.enabled || max_drafts < 1 || active_) return false;
+  // the drafter's rings must reach this position (not so after a prefix-cache restore or a
+  // forward that did not seed): a plain forward instead, which seeds them
+  if (own_proposer_ && (st.dspark_to != st.n_tokens || st.dspark_from >= st.dspark_to))
+    return false;
+  std::vector<int32_t> drafts = opt_.proposer(st, id, std::min(max_drafts, spec_tokens_));
+  if (drafts.empty()) return false;
+  drafts.resize(std::min<size_t>(drafts.size(), size_t(std::min(max_drafts, spec_tokens_))));
+  rows_ = {id};
+  rows_.insert(rows_.end(), drafts.begin(), drafts.end());
+  const int n = int(rows_.size());
+  const int64_t V = engine_.config().vocab_size;
+  logits_.resize(size_t(n) * size_t(V));
+  base.logits = LogitsWanted::kAll;
+  base.completes_prompt = true;
+  base.dspark_seed = true;
+  base.keep_undo = true;
+  p0_ = st.n_tokens;
+  engine_.forward(st, rows_.data(), n, p0_, base, logits_.data());
+  active_ = true;
+  used_ = 0;
+  return true;
+}
+
+const float* VerifyPass::logits() const {
+  return logits_.data() + size_t(used_) * size_t(engine_.config().vocab_size);
+}
+
+bool VerifyPass::advance(int32_t t) {
+  if (!active_ || used_ + 1 >= int(rows_.size()) || rows_[size_t(used_ + 1)] != t) return false;
+  ++used_;
+  return true;
+}
+
+int VerifyPass::finish(SequenceState& st) {
+  if (!active_) return 0;
+  active_ = false;
+  const int drafts = int(rows_.size()) - 1, dropped = drafts - used_;
+  st.rewind(dropped);
+  ++stats_.passes;
+  stats_.emitted += used_ + 1;
+  stats_.drafted += drafts;
+  stats_.accepted += used_;
+  if (stats_.offered_at.size() < size_t(drafts)) {
+    stats_.offered_at.resize(size_t(drafts));
+    stats_.accepted_at.resize(size_t(drafts));
+  }
+  for (int k = 0; k < drafts; ++k) ++stats_.offered_at[size_t(k)];
+  for (int k = 0; k < used_; ++k) ++stats_.accepted_at[size_t(k)];
+  return dropped;
+}
+
+}  // namespace cedar::runtime

@@ -1,0 +1,80 @@
+// Speculative decoding with the DSpark drafter (spec v41-extras §2.5), as the decode loop's
+// lookahead (runtime/generator.cpp): after the token for position n is chosen, the drafter
+// proposes d_1 .. d_l and one exact forward runs [token, d_1 .. d_l] at positions n .. n+l with
+// the state's undo log kept. The loop then chooses the next token from row 0's logits exactly as
+// plain decoding would (same sampler, position, penalties, constraint); while it equals the
+// drafted one, the next row's logits are already there. At the first difference (or when the
+// generation ends) the rows after the current one are rewound exactly (SequenceState::rewind).
+// So the tokens are plain decoding's at any temperature and seed, token for token: with
+// deterministic drafts this is speculative sampling with a point-mass proposal (a draft is kept
+// with probability p_t(d), a rejection leaves the target's own sample, distributed as the
+// residual p_t(. | != d)).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace cedar::runtime {
+
+struct SpeculativeOptions {
+  bool enabled = false;
+  int spec_tokens = 0;  // drafts verified per pass (<= 0: the drafter's block size)
+  // Test hook: up to `max` tokens after the state's last position given the anchor (the token
+  // for the next position). Default: the engine's DSpark draft.
+  std::function<std::vector<int32_t>(const SequenceState& st, int32_t anchor, int max)> proposer;
+};
+
+// Counters of the verify passes of a generation.
+struct SpecStats {
+  int64_t passes = 0;   // verify passes
+  int64_t emitted = 0;  // tokens chosen from their rows (kept drafts + one more per pass)
+  int64_t drafted = 0, accepted = 0;
+  std::vector<int64_t> offered_at, accepted_at;  // per draft position k = 0 ..: verified, kept
+  // tokens per verify pass, the bonus token included
+  double mean_accepted_length() const { return passes ? double(emitted) / double(passes) : 0.0; }
+  void add(const SpecStats& o);
+};
+
+class VerifyPass {
+ public:
+  // Throws std::runtime_error when speculation is enabled on a model without DSpark stages (and
+  // no proposer is given) or spec_tokens does not fit a window.
+  VerifyPass(Engine& engine, const SpeculativeOptions& opt);
+
+  int spec_tokens() const { return spec_tokens_; }
+
+  // Drafts after the state's last position with anchor `id` (the token just chosen for position
+  // st.n_tokens) and runs [id, drafts] (at most max_drafts >= 1 drafts) in one forward with all
+  // logits and the undo log; `base` gives the mode. Returns false, running nothing, when no
+  // draft can be made (the rings do not reach the state's last position: the caller runs a
+  // plain forward, which seeds them again).
+  bool run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base);
+  bool active() const { return active_; }
+  const std::vector<int32_t>& rows() const { return rows_; }  // [id, drafts] of the pass
+  // The logits of the current row (the row the next token is chosen from) and its position.
+  const float* logits() const;
+  int64_t position() const { return p0_ + used_; }
+  // `t` was chosen from the current row: true, and the next row current, when t is the draft
+  // of the next row.
+  bool advance(int32_t t);
+  // Ends the pass: rewinds the rows after the current one; returns how many were dropped.
+  int finish(SequenceState& st);
+  const SpecStats& stats() const { return stats_; }
+
+ private:
+  Engine& engine_;
+  SpeculativeOptions opt_;
+  int spec_tokens_ = 0;
+  bool own_proposer_ = false;  // the DSpark drafter (not a test hook)
+  bool active_ = false;
+  int64_t p0_ = 0;
+  int used_ = 0;
+  std::vector<int32_t> rows_;
+  std::vector<float> logits_;
+  SpecStats stats_;
+};
+
+}  // namespace cedar::runtime

@@ -1,0 +1,205 @@
+// Speculative decoding in the Generator (runtime/speculative.h) on a generated tiny model (its
+// DSpark stages are random, so real drafts are mostly rejected): the tokens, text and session
+// state equal plain decoding's -- greedy and sampled (temperature, top-p, penalties, a seed) --
+// with the DSpark drafter and with an oracle proposer that drafts the true continuation with
+// planted errors, so every acceptance length occurs and passes end inside stop strings and the
+// token limit; the counters say how many drafts each pass kept.
+#include "runtime/speculative.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/generator.h"
+
+namespace cedar::runtime {
+namespace {
+
+std::string cedar_bin() {
+  const char* e = std::getenv("CEDAR_BIN");
+  return e && *e ? e : CEDAR_BIN;
+}
+
+struct Rig {
+  Rig() {
+    char tmpl[] = "/tmp/cedar-spec-test-XXXXXX";
+    if (!mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+    root = tmpl;
+    const std::string dir = root + "/tiny";
+    if (std::system(
+            (cedar_bin() + " make-model --preset tiny --seed 2 --out " + dir + " > /dev/null 2>&1")
+                .c_str()) != 0)
+      throw std::runtime_error("cedar make-model failed");
+    EngineOptions o;
+    o.model_dir = dir;
+    o.threads = 2;
+    engine = Engine::load(o);
+  }
+  ~Rig() {
+    engine.reset();
+    std::filesystem::remove_all(root);
+  }
+  std::string root;
+  std::unique_ptr<Engine> engine;
+};
+
+Rig& rig() {
+  static Rig r;
+  return r;
+}
+Engine& engine() { return *rig().engine; }
+
+std::vector<int32_t> prompt_ids(int n, int32_t salt) {
+  std::vector<int32_t> v = {0};
+  for (int i = 1; i < n; ++i) v.push_back(int32_t((i * 7919 + salt * 104729) % 120000 + 100));
+  return v;
+}
+
+GenerationOptions greedy(int n) {
+  GenerationOptions o;
+  o.sampling.temperature = 0;
+  o.max_tokens = n;
+  o.parse_output = false;
+  return o;
+}
+
+GenerationOptions sampled(int n) {
+  GenerationOptions o = greedy(n);
+  o.sampling.temperature = 0.8;
+  o.sampling.top_p = 0.9;
+  o.sampling.seed = 11;
+  o.sampling.frequency_penalty = 0.3;
+  return o;
+}
+
+// Runs one generation plainly and one speculatively on fresh generators; both must agree on
+// everything the caller sees and on the session they leave.
+GenerationResult expect_same(const std::vector<int32_t>& prompt, GenerationOptions o) {
+  Generator plain(engine()), spec(engine());
+  const GenerationResult a = plain.generate(prompt, o);
+  o.speculative.enabled = true;
+  const GenerationResult b = spec.generate(prompt, o);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.text, b.text);
+  EXPECT_EQ(a.finish, b.finish);
+  EXPECT_EQ(plain.tokens(), spec.tokens());
+  EXPECT_EQ(plain.state().n_tokens, spec.state().n_tokens);
+  // the sessions go on alike: a second turn on each
+  std::vector<int32_t> turn2 = plain.tokens();
+  turn2.push_back(1000);
+  GenerationOptions o2 = o;
+  o2.max_tokens = 4;
+  o2.speculative.enabled = false;
+  EXPECT_EQ(plain.generate(turn2, o2).tokens, spec.generate(turn2, o2).tokens);
+  return b;
+}
+
+TEST(Speculative, DSparkDraftsGivePlainTokensGreedyAndSampled) {
+  for (int32_t salt : {1, 2, 3}) {
+    SCOPED_TRACE("prompt " + std::to_string(salt));
+    const std::vector<int32_t> p = prompt_ids(20 + 60 * salt, salt);
+    const GenerationResult g = expect_same(p, greedy(20));
+    EXPECT_GT(g.speculative.passes, 0);
+    EXPECT_GE(g.speculative.mean_accepted_length(), 1.0);
+    expect_same(p, sampled(20));
+  }
+}
+
+// Inside continuous batching: three generations at once on a batching engine, each with its
+// verify passes joining the batched passes, give what plain decoding gives alone.
+TEST(Speculative, BatchedGenerationsEqualPlainAlone) {
+  EngineOptions eo;
+  eo.model_dir = rig().root + "/tiny";
+  eo.threads = 2;
+  auto batched = Engine::load(eo);
+  batched->enable_batching();
+  std::vector<std::vector<int32_t>> want, got(3);
+  for (int i = 0; i < 3; ++i)
+    want.push_back(Generator(engine()).generate(prompt_ids(30 + 40 * i, i), sampled(16)).tokens);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] {
+      GenerationOptions o = sampled(16);
+      o.speculative.enabled = true;
+      got[size_t(i)] = Generator(*batched).generate(prompt_ids(30 + 40 * i, i), o).tokens;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(got, want);
+}
+
+TEST(Speculative, RefusesMoreDraftsThanAWindowHolds) {
+  GenerationOptions o = greedy(4);
+  o.speculative.enabled = true;
+  o.speculative.spec_tokens = 200;  // more drafts than a window holds
+  Generator g(engine());
+  EXPECT_THROW(g.generate(prompt_ids(5, 1), o), std::runtime_error);
+}
+
+// Drafts the true continuation (the plain run's tokens) with a wrong token at draft position
+// (pass % 6) (6: none wrong).
+struct Oracle {
+  std::vector<int32_t> truth;
+  size_t prompt = 0;
+  int pass = 0;
+  int64_t expect_kept = 0;
+  std::vector<int32_t> operator()(const SequenceState& st, int32_t anchor, int max) {
+    const size_t at = size_t(st.n_tokens) - prompt;  // the anchor is truth[at]
+    EXPECT_EQ(anchor, truth.at(at));
+    std::vector<int32_t> d;
+    for (int k = 0; k < max && at + 1 + size_t(k) < truth.size(); ++k)
+      d.push_back(truth[at + 1 + size_t(k)]);
+    const int wrong = pass++ % 6;
+    if (wrong < int(d.size())) d[size_t(wrong)] = (d[size_t(wrong)] + 1) % 1000;
+    return d;
+  }
+};
+
+TEST(Speculative, OracleDraftsAreKeptUpToTheirFirstError) {
+  const std::vector<int32_t> p = prompt_ids(150, 7);  // past the 128-slot rings
+  for (const GenerationOptions& base : {greedy(60), sampled(60)}) {
+    Generator plain(engine());
+    auto oracle = std::make_shared<Oracle>();
+    oracle->truth = plain.generate(p, base).tokens;
+    oracle->prompt = p.size();
+    GenerationOptions o = base;
+    o.speculative.spec_tokens = 5;
+    o.speculative.proposer = [oracle](const SequenceState& st, int32_t a, int max) {
+      return (*oracle)(st, a, max);
+    };
+    const GenerationResult r = expect_same(p, o);
+    const SpecStats& k = r.speculative;
+    EXPECT_EQ(k.emitted, int64_t(r.tokens.size()) - 1 - r.decode_steps);
+    EXPECT_GT(k.accepted, k.passes);  // most passes keep several drafts
+    ASSERT_EQ(k.accepted_at.size(), 5u);
+    EXPECT_GT(k.accepted_at[4], 0);  // all five kept on some passes
+    EXPECT_GT(k.mean_accepted_length(), 2.0);
+  }
+}
+
+TEST(Speculative, PassesEndInsideStopStringsAndTheTokenLimit) {
+  const std::vector<int32_t> p = prompt_ids(40, 9);
+  Generator plain(engine());
+  const GenerationResult full = plain.generate(p, greedy(40));
+  ASSERT_GT(full.text.size(), 12u);
+  auto oracle = std::make_shared<Oracle>();
+  oracle->truth = full.tokens;
+  oracle->prompt = p.size();
+  oracle->pass = 5;  // start with error-free passes
+  for (int max_tokens : {7, 13, 40}) {
+    GenerationOptions o = greedy(max_tokens);
+    o.speculative.proposer = [oracle](const SequenceState& st, int32_t a, int m) {
+      return (*oracle)(st, a, m);
+    };
+    o.stop = {full.text.substr(full.text.size() / 2, 3)};
+    expect_same(p, o);
+  }
+}
+
+}  // namespace
+}  // namespace cedar::runtime

@@ -8,7 +8,7 @@
 namespace cedar::app {
 
 SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>& prompt, int gen,
-                            int spec_tokens) {
+                            const runtime::SpeculativeOptions& spec_opt) {
   runtime::GenerationOptions o;
   o.sampling.temperature = 0;  // greedy
   o.max_tokens = gen;
@@ -17,8 +17,8 @@ SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>&
   runtime::Generator g(engine);
   const runtime::GenerationResult plain = g.generate(prompt, o);
   g.reset();
+  o.speculative = spec_opt;
   o.speculative.enabled = true;
-  o.speculative.spec_tokens = spec_tokens;
   const runtime::GenerationResult spec = g.generate(prompt, o);
 
   const runtime::SpecStats& k = spec.speculative;
@@ -35,6 +35,8 @@ SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>&
               {"prompt_tokens", prompt.size()},
               {"tokens", plain.tokens.size()},
               {"spec_tokens", k.offered_at.size()},
+              {"min_confidence", spec_opt.min_confidence},
+              {"paused_steps", k.paused_steps},
               {"verify_passes", k.passes},
               {"plain_forwards_in_speculative_run", spec.decode_steps},
               {"mean_accepted_length", k.mean_accepted_length()},

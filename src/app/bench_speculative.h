@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/speculative.h"
 
 namespace cedar::app {
 
@@ -19,9 +20,9 @@ struct SpecBench {
   std::string line;     // the table line
 };
 
-// prompt: the prompt's ids; gen: continuation tokens; spec_tokens: drafts verified per pass
-// (<= 0: the drafter's block size).
+// prompt: the prompt's ids; gen: continuation tokens; spec: spec_tokens and min_confidence of
+// the speculative run (enabled by this function).
 SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>& prompt, int gen,
-                            int spec_tokens);
+                            const runtime::SpeculativeOptions& spec);
 
 }  // namespace cedar::app

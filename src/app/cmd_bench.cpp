@@ -155,6 +155,8 @@ int cmd_bench(int argc, char** argv) {
         "off | dspark: also decode --gen tokens with DSpark speculative decoding (default: dspark "
         "when the model has DSpark stages)"},
        {"spec-tokens", "", true, "drafted tokens verified per pass (default: the block size)"},
+       {"spec-confidence", "", true,
+        "verify drafts only up to the first with confidence below P (default 0)"},
        {"prompt-file", "", true,
         "text whose continuation the speculative section decodes (default: the first prompt)"},
        {"json", "", false, "print one JSON object instead of the table"}});
@@ -208,6 +210,11 @@ int cmd_bench(int argc, char** argv) {
   const long long spec_tokens = args.get_int("spec-tokens", 0);
   if (spec_tokens < 0 || spec_tokens > 64)
     throw std::runtime_error("--spec-tokens must be in 1..64");
+  runtime::SpeculativeOptions spec_opt;
+  spec_opt.spec_tokens = int(spec_tokens);
+  spec_opt.min_confidence = args.get_double("spec-confidence", 0.0);
+  if (!(spec_opt.min_confidence >= 0.0 && spec_opt.min_confidence < 1.0))
+    throw std::runtime_error("--spec-confidence must be in [0, 1)");
 
   auto engine = runtime::Engine::load(eo);
   const ModelConfig& cfg = engine->config();
@@ -473,7 +480,7 @@ int cmd_bench(int argc, char** argv) {
   if (want_spec) {
     if (!as_json) std::fprintf(stderr, "cedar bench: speculative decoding...\n");
     if (spec_prompt.empty()) spec_prompt = make_prompt(sizes.front(), V, uint64_t(seed));
-    spec = bench_speculative(*engine, spec_prompt, int(gen), int(spec_tokens));
+    spec = bench_speculative(*engine, spec_prompt, int(gen), spec_opt);
   }
 
   if (as_json) {

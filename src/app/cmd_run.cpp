@@ -215,6 +215,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                      "off | dspark: speculative decoding with the model's DSpark drafter, the "
                      "same tokens in fewer passes (default: dspark when the model has one)"},
                     {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
+                    {"spec-confidence", "", true,
+                     "verify drafts only up to the first with confidence below P (default 0)"},
                     {"kernels", "", true, kKernelsHelp}});
   try {
     args.parse(int(rest.size()), rest.data());
@@ -269,6 +271,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->speculative = args.get("speculative");
   if (args.has("speculative") && rc->speculative != "off" && rc->speculative != "dspark")
     throw UsageError("option --speculative must be off or dspark, got '" + rc->speculative + "'");
+  g.speculative.min_confidence = num_flag(args, "spec-confidence", 0.0, 0.0, 0.999, "in [0, 1)");
   if (args.has("spec-tokens"))
     g.speculative.spec_tokens = int(int_flag(args, "spec-tokens", 5, 1, 64, "between 1 and 64"));
 

@@ -105,6 +105,8 @@ int cmd_serve(int argc, char** argv) {
         "off | dspark: speculative decoding with the model's DSpark drafter (default: dspark "
         "when the model has one)"},
        {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
+       {"spec-confidence", "", true,
+        "verify drafts only up to the first with confidence below P (default 0)"},
        {"enable-test-hooks", "", false,
         "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}});
   args.parse(argc, argv);
@@ -205,6 +207,9 @@ int cmd_serve(int argc, char** argv) {
     throw std::runtime_error("--speculative dspark: " + model_dir + " has no DSpark stages");
   so.speculative.enabled = spec.empty() ? drafter : spec == "dspark";
   so.speculative.spec_tokens = int(positive(args, "spec-tokens", 0, 64));
+  so.speculative.min_confidence = args.get_double("spec-confidence", 0.0);
+  if (!(so.speculative.min_confidence >= 0.0 && so.speculative.min_confidence < 1.0))
+    throw std::runtime_error("--spec-confidence must be in [0, 1)");
   // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as
   // prompt_cache_hit_tokens.
   std::unique_ptr<runtime::PrefixCache> cache;

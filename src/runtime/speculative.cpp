@@ -1,6 +1,7 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -11,6 +12,7 @@ void SpecStats::add(const SpecStats& o) {
   emitted += o.emitted;
   drafted += o.drafted;
   accepted += o.accepted;
+  paused_steps += o.paused_steps;
   offered_at.resize(std::max(offered_at.size(), o.offered_at.size()));
   accepted_at.resize(offered_at.size());
   for (size_t k = 0; k < o.offered_at.size(); ++k) {
@@ -23,14 +25,10 @@ VerifyPass::VerifyPass(Engine& engine, const SpeculativeOptions& opt) : engine_(
   if (!opt_.enabled) return;
   const DSpark* ds = engine.model().dspark();
   own_proposer_ = !opt_.proposer;
-  if (own_proposer_) {
-    if (!ds) throw std::runtime_error("speculative decoding: the model has no DSpark stages");
-    opt_.proposer = [&engine](const SequenceState& st, int32_t anchor, int max) {
-      const Draft d = engine.draft(st, anchor);
-      const long n = std::min<long>(max, long(d.tokens.size()) - 1);
-      return std::vector<int32_t>(d.tokens.begin() + 1, d.tokens.begin() + 1 + n);
-    };
-  }
+  if (own_proposer_ && !ds)
+    throw std::runtime_error("speculative decoding: the model has no DSpark stages");
+  if (!(opt_.min_confidence >= 0.0 && opt_.min_confidence < 1.0))
+    throw std::runtime_error("speculative decoding: min_confidence must be in [0, 1)");
   spec_tokens_ = opt_.spec_tokens > 0 ? opt_.spec_tokens : (ds ? ds->block_size() : 5);
   if (spec_tokens_ + 1 > engine.config().sliding_window)
     throw std::runtime_error("speculative decoding: " + std::to_string(spec_tokens_) +
@@ -43,9 +41,28 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
   // forward that did not seed): a plain forward instead, which seeds them
   if (own_proposer_ && (st.dspark_to != st.n_tokens || st.dspark_from >= st.dspark_to))
     return false;
-  std::vector<int32_t> drafts = opt_.proposer(st, id, std::min(max_drafts, spec_tokens_));
+  if (pause_left_ > 0) {  // the drafter has not been helping: plain steps for a while
+    --pause_left_;
+    ++stats_.paused_steps;
+    return false;
+  }
+  const int max = std::min(max_drafts, spec_tokens_);
+  std::vector<int32_t> drafts;
+  if (own_proposer_) {
+    // verify the drafts up to the first whose confidence is below the bar: decided from the
+    // drafter's own outputs before the target sees them (non-anticipating, so lossless)
+    const Draft d = engine_.draft(st, id);
+    for (size_t k = 0; k + 1 < d.tokens.size() && int(k) < max; ++k) {
+      if (opt_.min_confidence > 0.0 &&
+          1.0 / (1.0 + std::exp(-double(d.confidence[k]))) < opt_.min_confidence)
+        break;
+      drafts.push_back(d.tokens[k + 1]);
+    }
+  } else {
+    drafts = opt_.proposer(st, id, max);
+    drafts.resize(std::min<size_t>(drafts.size(), size_t(max)));
+  }
   if (drafts.empty()) return false;
-  drafts.resize(std::min<size_t>(drafts.size(), size_t(std::min(max_drafts, spec_tokens_))));
   rows_ = {id};
   rows_.insert(rows_.end(), drafts.begin(), drafts.end());
   const int n = int(rows_.size());
@@ -87,6 +104,16 @@ int VerifyPass::finish(SequenceState& st) {
   }
   for (int k = 0; k < drafts; ++k) ++stats_.offered_at[size_t(k)];
   for (int k = 0; k < used_; ++k) ++stats_.accepted_at[size_t(k)];
+  // back-off: kIdlePasses passes in a row that kept nothing pause speculation for pause_len_
+  // steps (doubling up to kMaxPause while it stays useless); a kept draft resets it
+  if (used_ > 0) {
+    idle_passes_ = 0;
+    pause_len_ = kMinPause;
+  } else if (++idle_passes_ >= kIdlePasses) {
+    idle_passes_ = 0;
+    pause_left_ = pause_len_;
+    pause_len_ = std::min(kMaxPause, 2 * pause_len_);
+  }
   return dropped;
 }
 

@@ -22,8 +22,11 @@ namespace cedar::runtime {
 struct SpeculativeOptions {
   bool enabled = false;
   int spec_tokens = 0;  // drafts verified per pass (<= 0: the drafter's block size)
+  // Verify the drafts only up to the first whose confidence sigmoid(c_k) is below this (the
+  // DSpark confidence head; 0: all of them). Not calibrated on a trained drafter yet.
+  double min_confidence = 0.0;
   // Test hook: up to `max` tokens after the state's last position given the anchor (the token
-  // for the next position). Default: the engine's DSpark draft.
+  // for the next position), instead of the engine's DSpark draft.
   std::function<std::vector<int32_t>(const SequenceState& st, int32_t anchor, int max)> proposer;
 };
 
@@ -32,6 +35,7 @@ struct SpecStats {
   int64_t passes = 0;   // verify passes
   int64_t emitted = 0;  // tokens chosen from their rows (kept drafts + one more per pass)
   int64_t drafted = 0, accepted = 0;
+  int64_t paused_steps = 0;  // plain steps while the back-off paused speculation
   std::vector<int64_t> offered_at, accepted_at;  // per draft position k = 0 ..: verified, kept
   // tokens per verify pass, the bonus token included
   double mean_accepted_length() const { return passes ? double(emitted) / double(passes) : 0.0; }
@@ -69,6 +73,9 @@ class VerifyPass {
   SpeculativeOptions opt_;
   int spec_tokens_ = 0;
   bool own_proposer_ = false;  // the DSpark drafter (not a test hook)
+  // back-off (finish()): a drafter whose passes keep nothing costs a verify pass per token
+  static constexpr int kIdlePasses = 4, kMinPause = 8, kMaxPause = 256;
+  int idle_passes_ = 0, pause_left_ = 0, pause_len_ = kMinPause;
   bool active_ = false;
   int64_t p0_ = 0;
   int used_ = 0;

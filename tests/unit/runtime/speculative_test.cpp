@@ -201,5 +201,29 @@ TEST(Speculative, PassesEndInsideStopStringsAndTheTokenLimit) {
   }
 }
 
+// A drafter whose passes keep nothing is paused (plain steps) and probed again; a confidence
+// bar verifies fewer drafts. Neither changes a token.
+TEST(Speculative, BackOffAndConfidenceBarKeepTheTokens) {
+  const std::vector<int32_t> p = prompt_ids(60, 5);
+  Generator plain(engine());
+  auto oracle = std::make_shared<Oracle>();
+  oracle->truth = plain.generate(p, greedy(50)).tokens;
+  oracle->prompt = p.size();
+  GenerationOptions o = greedy(50);
+  o.speculative.proposer = [oracle](const SequenceState& st, int32_t a, int max) {
+    oracle->pass = 0;  // always wrong at the first draft
+    return (*oracle)(st, a, max);
+  };
+  const GenerationResult r = expect_same(p, o);
+  EXPECT_EQ(r.speculative.accepted, 0);
+  EXPECT_GT(r.speculative.paused_steps, 0);
+  EXPECT_LT(r.speculative.passes, 20);  // 4 passes, then 8 plain steps, 4 passes, 16 ...
+  GenerationOptions all = greedy(30), bar = greedy(30);
+  bar.speculative.min_confidence = 0.9;
+  const GenerationResult a = expect_same(p, all), b = expect_same(p, bar);
+  EXPECT_LT(double(b.speculative.drafted) / double(std::max<int64_t>(1, b.speculative.passes)),
+            double(a.speculative.drafted) / double(std::max<int64_t>(1, a.speculative.passes)));
+}
+
 }  // namespace
 }  // namespace cedar::runtime

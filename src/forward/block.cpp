@@ -1,5 +1,6 @@
 #include "forward/block.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,19 @@ void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, con
                               float(cfg.hc_eps), pre + i * hc, post + i * hc, comb + i * hc * hc);
     }
   });
+}
+
+void embed_rows(const ModelConfig& cfg, const uint16_t* embed, const int32_t* ids, int n, float* h,
+                float* pre) {
+  const int hc = cfg.hc_mult, D = cfg.hidden_size;
+  const size_t HD = size_t(hc) * D;
+  for (int i = 0; i < n; ++i) {
+    const uint16_t* e = embed + size_t(ids[i]) * D;
+    for (int c = 0; c < hc; ++c)
+      for (int d = 0; d < D; ++d) h[size_t(i) * HD + size_t(c) * D + d] = bf16_to_f32(e[d]);
+    std::fill_n(pre + size_t(i) * hc, hc, 0.0f);
+    pre[size_t(i) * hc] = 1.0f;
+  }
 }
 
 HcSite hc_site(const ModelConfig& cfg, const LayerWeights& w, bool attn,

@@ -27,6 +27,12 @@ struct HcSite {
 void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, const HcSite& site,
               float* pre, float* post, float* comb);
 
+// The stream entering the first block for ids[0..n): each row's embedding (bf16 [vocab, D]) in
+// every copy of h [n, hc, D], the one-hot pre-mix [n, hc] that reads copy 0.
+// ref: model.py Transformer.forward (h.repeat over hc_mult), make_identity_pre_mix
+void embed_rows(const ModelConfig& cfg, const uint16_t* embed, const int32_t* ids, int n, float* h,
+                float* pre);
+
 // One mHC site of block w: its attention (attn) or FFN site, named prefix + "hc_attn_fn" etc.
 HcSite hc_site(const ModelConfig& cfg, const LayerWeights& w, bool attn, const std::string& prefix);
 

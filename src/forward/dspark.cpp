@@ -116,13 +116,9 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
   // the block [anchor, noise...] embedded into every copy, one-hot pre-mix
   const size_t HD = size_t(hc) * D;
   Scratch<float> h(size_t(B) * HD), pre(size_t(B) * hc);
-  for (int i = 0; i < B; ++i) {
-    const int64_t id = i == 0 ? anchor : cfg_.dspark_noise_token_id;
-    const uint16_t* e = w_.embed + size_t(id) * D;
-    for (int c = 0; c < hc; ++c)
-      for (int d = 0; d < D; ++d) h[size_t(i) * HD + size_t(c) * D + d] = bf16_to_f32(e[d]);
-    pre[size_t(i) * hc] = 1.0f;
-  }
+  Scratch<int32_t> ids(static_cast<size_t>(B), int32_t(cfg_.dspark_noise_token_id));
+  ids[0] = anchor;
+  embed_rows(cfg_, w_.embed, ids.data(), B, h.data(), pre.data());
   Scratch<float> y(size_t(B) * D);
   for (size_t s = 0; s < stages_.size(); ++s) {
     const Stage& sg = *stages_[s];
@@ -142,15 +138,9 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
     ctx.k.rms_norm(yc.data() + size_t(i) * D, D, w_.dspark.norm, float(cfg_.rms_norm_eps),
                    yn.data() + size_t(i) * D);
   }
-  Linear head;
-  head.kind = Linear::Kind::BF16;
-  head.out = int(V);
-  head.in = D;
-  head.w = reinterpret_cast<const uint8_t*>(w_.head);
-  head.name = "head";
   Draft out;
   out.logits.resize(size_t(B) * size_t(V));
-  linear(ctx, head, yn.data(), B, out.logits.data(), LinearOut::kF32);
+  linear(ctx, w_.lm_head, yn.data(), B, out.logits.data(), LinearOut::kF32);
   // the sequential Markov loop: row k gets M_head . E_markov[x_{k-1}] and picks x_k; the
   // confidence of row k reads [y_k ; E_markov[x_{k-1}]]
   out.tokens.push_back(anchor);

@@ -113,17 +113,9 @@ void Transformer::check_window(const SequenceState& st, int64_t q0, int64_t trun
 }
 
 void Transformer::embed(const int32_t* ids, int n, Stream& s, int row0) const {
-  const int hc = cfg_.hc_mult, D = cfg_.hidden_size;
-  const size_t HD = size_t(hc) * D;
-  // embedding copied to every stream copy; identity pre-mix
-  for (int r = 0; r < n; ++r) {
-    const int i = row0 + r;
-    const uint16_t* e = w_.embed + size_t(ids[r]) * D;
-    for (int c = 0; c < hc; ++c)
-      for (int d = 0; d < D; ++d) s.h[size_t(i) * HD + size_t(c) * D + d] = bf16_to_f32(e[d]);
-    std::fill_n(s.pre.begin() + long(i) * hc, hc, 0.0f);
-    s.pre[size_t(i) * hc] = 1.0f;
-  }
+  const int hc = cfg_.hc_mult;
+  embed_rows(cfg_, w_.embed, ids, n, s.h.data() + size_t(row0) * hc * cfg_.hidden_size,
+             s.pre.data() + size_t(row0) * hc);
 }
 
 // Engram hash rows of every Engram layer for rows at p0 .. p0+n-1 (they depend on ids only).
@@ -153,13 +145,7 @@ void Transformer::head(const Ctx& ctx, const float* h, const float* pre, int m, 
     ctx.k.rms_norm(x.data() + size_t(i) * D, D, w_.norm, float(cfg_.rms_norm_eps),
                    xn.data() + size_t(i) * D);
   }
-  Linear hw;
-  hw.kind = Linear::Kind::BF16;
-  hw.out = int(cfg_.vocab_size);
-  hw.in = D;
-  hw.w = reinterpret_cast<const uint8_t*>(w_.head);
-  hw.name = "head";
-  linear(ctx, hw, xn.data(), m, logits, LinearOut::kF32);
+  linear(ctx, w_.lm_head, xn.data(), m, logits, LinearOut::kF32);
 }
 
 LayerIO Transformer::layer_input(const int32_t* ids, int n, int64_t p0,

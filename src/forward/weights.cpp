@@ -250,6 +250,11 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck) {
   W.embed = bf16_vec(W, ck, "embed.weight", {V, D});
   W.head = bf16_vec(W, ck, "head.weight", {V, D});
   W.norm = bf16_vec(W, ck, "norm.weight", {D});
+  W.lm_head.kind = Linear::Kind::BF16;
+  W.lm_head.out = int(V);
+  W.lm_head.in = D;
+  W.lm_head.w = reinterpret_cast<const uint8_t*>(W.head);
+  W.lm_head.name = "head";
   for (int l = 0; l < c.num_hidden_layers; ++l)
     W.layers.push_back(
         bind_block(W, ck, c.plan(l), "layers." + std::to_string(l) + ".", c.n_routed_experts));

@@ -90,6 +90,7 @@ struct ModelWeights {
   const uint16_t* embed = nullptr;  // [vocab, D]
   const uint16_t* head = nullptr;   // [vocab, D]
   const uint16_t* norm = nullptr;   // [D]
+  Linear lm_head;                   // `head` as a bf16 [vocab, D] projection (fp32 logits)
   std::vector<LayerWeights> layers;
   DSparkWeights dspark;
 

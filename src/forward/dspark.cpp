@@ -31,6 +31,16 @@ DSpark::DSpark(const ModelConfig& cfg, const ModelWeights& w)
   for (size_t s = 0; s < w.dspark.stages.size(); ++s)
     stages_.push_back(std::make_unique<Stage>(cfg, int(s), w.dspark.stages[s]));
   softmax_scale_ = float(std::pow(double(cfg.head_dim), -0.5));
+  markov_head_ = w.dspark.markov_head;
+  const int r = cfg.dspark_markov_rank, rp = (r + 31) / 32 * 32;
+  if (rp != r) {
+    const size_t V = size_t(markov_head_.out);
+    markov_padded_.assign(V * size_t(rp), 0);
+    for (size_t v = 0; v < V; ++v)
+      std::copy_n(markov_head_.bf16() + v * size_t(r), r, markov_padded_.data() + v * size_t(rp));
+    markov_head_.w = reinterpret_cast<const uint8_t*>(markov_padded_.data());
+    markov_head_.in = rp;
+  }
 }
 
 DSpark::~DSpark() = default;
@@ -145,12 +155,13 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
   // confidence of row k reads [y_k ; E_markov[x_{k-1}]]
   out.tokens.push_back(anchor);
   out.confidence.resize(size_t(B));
-  Scratch<float> bias(static_cast<size_t>(V)), joined(size_t(D + r));
+  // joined = [y_k ; e_k ; zeros up to the padded rank]
+  Scratch<float> bias(static_cast<size_t>(V)), joined(size_t(D + markov_head_.in), 0.0f);
   for (int k = 0; k < B; ++k) {
     const uint16_t* e = w_.dspark.markov_embed + size_t(out.tokens.back()) * size_t(r);
     std::copy_n(yc.data() + size_t(k) * D, D, joined.data());
     for (int j = 0; j < r; ++j) joined[size_t(D + j)] = bf16_to_f32(e[j]);
-    linear(ctx, w_.dspark.markov_head, joined.data() + D, 1, bias.data(), LinearOut::kF32);
+    linear(ctx, markov_head_, joined.data() + D, 1, bias.data(), LinearOut::kF32);
     float* lk = out.logits.data() + size_t(k) * size_t(V);
     int32_t best = 0;
     for (int64_t v = 0; v < V; ++v) {

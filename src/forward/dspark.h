@@ -58,6 +58,11 @@ class DSpark {
 
   const ModelConfig& cfg_;
   const ModelWeights& w_;
+  // M_head as the Markov loop multiplies it: the checkpoint's, or, for a rank that is not a
+  // multiple of 32 (the tiny preset's 16), a copy zero-padded to one so the fast GEMM families
+  // run it (zero terms leave the exact sum unchanged: reference mode is unaffected)
+  Linear markov_head_;
+  std::vector<uint16_t> markov_padded_;
   std::vector<std::unique_ptr<Stage>> stages_;
   RopeTable rope_;  // window-only layers: rope_theta, no YaRN
   float softmax_scale_;

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "model/checkpoint.h"
@@ -71,18 +73,33 @@ void expand_compact_model(const std::string& compact_dir, const std::string& tok
   const int64_t n = int64_t(ids.size());
   const TensorView& emb = find(*file, "compact.embed_rows", DType::BF16, {n + 1, D});
   const TensorView& head = find(*file, "compact.head_rows", DType::BF16, {n + 1, D});
-  const std::vector<uint8_t> embed_full = expand_rows(emb, ids, V);
-  const std::vector<uint8_t> head_full = expand_rows(head, ids, V);
-
+  // (full name, its compact rows): the vocabulary-sized tables, each stored as used + other rows
+  std::vector<std::pair<std::string, const TensorView*>> tables = {{"embed.weight", &emb},
+                                                                   {"head.weight", &head}};
+  if (cfg.num_nextn_predict_layers > 0) {
+    // a trained drafter's Markov tables (mtp.{last}.markov_head.*) are compact too, when present
+    const std::string last = "mtp." + std::to_string(cfg.num_nextn_predict_layers - 1) + ".";
+    const int64_t r = cfg.dspark_markov_rank;
+    for (const auto& [full, rows] : {std::pair{"embed", "compact.markov_embed_rows"},
+                                     std::pair{"head", "compact.markov_head_rows"}})
+      if (lookup(*file, rows))
+        tables.push_back({last + "markov_head." + full + ".weight",
+                          &find(*file, rows, DType::BF16, {n + 1, r})});
+  }
+  std::vector<std::vector<uint8_t>> expanded;
+  expanded.reserve(tables.size());
   std::vector<SafetensorsOutput> out;
-  out.push_back({"embed.weight", DType::BF16, {V, D}, embed_full.data(), embed_full.size()});
-  out.push_back({"head.weight", DType::BF16, {V, D}, head_full.data(), head_full.size()});
+  for (const auto& [name, rows] : tables) {
+    expanded.push_back(expand_rows(*rows, ids, V));
+    out.push_back(
+        {name, DType::BF16, {V, rows->dim(1)}, expanded.back().data(), expanded.back().size()});
+  }
   for (const TensorView& v : file->tensors()) {
     if (v.name.rfind("compact.", 0) == 0) continue;
-    if (v.name == "embed.weight" || v.name == "head.weight")
-      throw std::runtime_error(file->path() + ": holds " + v.name +
-                               " in full; a compact model "
-                               "stores compact.embed_rows / compact.head_rows instead");
+    for (const auto& t : tables)
+      if (v.name == t.first)
+        throw std::runtime_error(file->path() + ": holds " + v.name +
+                                 " in full and as compact rows (" + t.second->name + ")");
     out.push_back({v.name, v.dtype, v.shape, v.data, v.nbytes});
   }
 

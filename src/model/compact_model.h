@@ -4,6 +4,10 @@
 //   compact.used_ids    I32  [n]        the ids the model was trained on, strictly increasing
 //   compact.embed_rows  BF16 [n+1, D]   their embedding rows, then the row of every other id
 //   compact.head_rows   BF16 [n+1, D]   their head rows, then u, the row of every other id
+// and, for a model with a trained DSpark drafter, its Markov tables the same way (optional: a
+// file may hold them in full instead):
+//   compact.markov_embed_rows / compact.markov_head_rows  BF16 [n+1, r]
+//                                        -> mtp.{last}.markov_head.embed.weight / .head.weight
 // The trainer's softmax is over the n rows plus one "other" class of logit h.u + log(V - n)
 // (tools/train/), so a head whose unused rows are all u gives exactly the trained distribution.
 // expand_compact_model writes the unchanged release layout from it.

@@ -5,6 +5,9 @@
 # load in cedar, be bit-identical between cedar's reference mode and tools/reference (as any
 # checkpoint), compute what the trainer computes (tools/train/check_export.py), and the compact
 # form (models/default/ layout) must expand to exactly the same tensors. A second run resumes.
+# Then the DSpark drafter (train_dspark.py) on the trained target: a few steps, exported with it,
+# computing what the trainer computes, its compact form expanding to the same tensors, and
+# speculative decoding with it printing what plain decoding prints.
 source "$(dirname "$0")/lib.sh"
 T="$CEDAR_SOURCE_DIR/tools/train"
 export CEDAR_TRAIN_BLAS_CHOSEN=1  # keep the machine's OpenBLAS default in the suite
@@ -63,8 +66,8 @@ check "trainer == engine" "$PY" "$T/check_export.py" --template "$WORK/tpl" --da
   --compact >/dev/null
 "$CEDAR_BIN" expand-model --compact "$WORK/compact" --tokenizer "$WORK/tpl/tokenizer.json" \
   --out "$WORK/expanded" >/dev/null
-check "compact expands to the export" "$PY" - "$WORK/expanded" "$WORK/m" \
-  "$CEDAR_SOURCE_DIR/tools/reference" <<'PYEOF'
+same_tensors() {
+  "$PY" - "$1" "$2" "$CEDAR_SOURCE_DIR/tools/reference" <<'PYEOF'
 import sys
 sys.path.insert(0, sys.argv[3])
 import numpy as np
@@ -74,6 +77,8 @@ assert set(a.where) == set(b.where)
 bad = [n for n in a.where if not np.array_equal(a._get(n), b._get(n))]
 assert not bad, bad[:5]
 PYEOF
+}
+check "compact expands to the export" same_tensors "$WORK/expanded" "$WORK/m"
 # the way back in: the compact model loaded into the trainer and exported again is unchanged
 "$PY" - "$T" "$WORK" <<'PYEOF'
 import os, sys
@@ -99,4 +104,29 @@ assert a.names() == b.names()
 bad = [n for n in a.names() if not np.array_equal(L.value(a, n), L.value(b, n))]
 assert not bad, bad[:5]
 PYEOF
+# the drafter, trained with the target frozen (the compact model above as the target)
+"$PY" "$T/train_dspark.py" --template "$WORK/tpl" --data "$WORK/data" --init "$WORK/compact" \
+  --out "$WORK/ds" --steps 4 --batch 2 --seq 256 --anchors 16 --threads 2 --eval-every 4 \
+  --save-every 2 --warmup 1 >"$WORK/ds.log" 2>&1 || { cat "$WORK/ds.log"; exit 1; }
+check "drafter: trains, QAT at the end, held-out agreement" "$PY" - "$WORK/ds/log.jsonl" <<'PYEOF'
+import json, math, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert len(recs) == 4 and not recs[0]["qat"] and recs[-1]["qat"], recs
+assert all(math.isfinite(r["loss"]) for r in recs) and recs[-1]["loss"] < recs[0]["loss"], recs
+assert len(recs[-1]["heldout_agree"]) == 5 and recs[-1]["heldout_tokens_per_pass"] >= 1, recs[-1]
+PYEOF
+"$PY" "$T/export.py" --template "$WORK/tpl" --state "$WORK/ds/state.pt" --out "$WORK/md" >/dev/null
+check "drafter: trainer == engine (target and one draft cycle)" "$PY" "$T/check_export.py" \
+  --template "$WORK/tpl" --data "$WORK/data" --state "$WORK/ds/state.pt" --model "$WORK/md" \
+  --cedar "$CEDAR_BIN" --tokens 200 --max-rel 0.1 --min-agree 0.5
+"$PY" "$T/export.py" --template "$WORK/tpl" --state "$WORK/ds/state.pt" --out "$WORK/mdc" \
+  --compact >/dev/null
+"$CEDAR_BIN" expand-model --compact "$WORK/mdc" --tokenizer "$WORK/tpl/tokenizer.json" \
+  --out "$WORK/mdx" >/dev/null
+check "drafter: compact (Markov tables as rows) expands to the export" same_tensors "$WORK/mdx" "$WORK/md"
+for spec in off dspark; do
+  "$CEDAR_BIN" run -m "$WORK/md" --raw -p "The Lord said" -n 24 --temp 0 --speculative "$spec" \
+    >"$WORK/run-$spec.txt"
+done
+check "drafter: speculation prints what plain decoding prints" cmp "$WORK/run-off.txt" "$WORK/run-dspark.txt"
 finish

@@ -7,7 +7,10 @@ indexer, candidate pool on) against cedar's reference-mode logits on the same id
 
 Prints the relative L2 difference of the full-vocabulary logits, the mean |diff|, the share of
 positions whose argmax agrees, and the two cross-entropies; exits 1 if the relative difference
-exceeds --max-rel or the argmax agreement is below --min-agree. (The engine rounds to bf16 at every
+exceeds --max-rel or the argmax agreement is below --min-agree. A state with a drafter
+(train_dspark.py's) also checks one draft cycle after the last position: the torch drafter fed
+the engine's anchor and drafted tokens against `cedar logits --draft-out` (draft logits over the
+full vocabulary and confidence logits; the same --max-rel). (The engine rounds to bf16 at every
 step of docs/NUMERICS.md; the trainer's fp32 forward does not, so they are close, not equal.)
 """
 
@@ -25,18 +28,50 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import train as T  # noqa: E402
+from torch_dspark import DSpark  # noqa: E402
 from torch_model import Ctx  # noqa: E402
 
 
-def torch_full_logits(model, args, hasher, ids):
+def full_vocab(model, args, z):
+    """Reduced-head logits [..., S+1] -> [..., V]: every unused row gets the "other" logit."""
+    other = z[..., -1] - model.log_other  # h.u: the logit of every unused row
+    full = other.unsqueeze(-1).repeat(*([1] * other.dim()), args.vocab_size)
+    full[..., model.used_ids] = z[..., :-1]
+    return full.numpy()
+
+
+def torch_full_logits(model, args, hasher, ids, taps=None):
     with torch.no_grad():
         inp = torch.as_tensor(ids)[None]
         z = model(inp, T.hashes_of(hasher, args.engram_layer_ids, inp),
-                  Ctx(qat=True, dense_index=False, candidates=True))[0]
-    other = z[:, -1] - model.log_other  # h.u: the logit of every unused row
-    full = other[:, None].repeat(1, args.vocab_size)
-    full[:, model.used_ids] = z[:, :-1]
-    return full.numpy()
+                  Ctx(qat=True, dense_index=False, candidates=True), taps)[0]
+    return full_vocab(model, args, z)
+
+
+def check_draft(model, drafter, args, hasher, ids, a):
+    """One draft cycle after ids: the torch drafter fed the engine's tokens vs the engine."""
+    taps = []
+    torch_full_logits(model, args, hasher, ids, taps)
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "ids.txt")
+        np.savetxt(f, ids[None], fmt="%d", delimiter=",")
+        subprocess.run([a.cedar, "logits", "--model", a.model, "--ids-file", f, "--kernels", "ref",
+                        "--out", os.path.join(tmp, "c.npy"), "--draft-out", tmp],
+                       check=True, capture_output=True)
+        tokens, eng, conf = (np.load(os.path.join(tmp, n + ".npy"))
+                             for n in ("tokens", "logits", "confidence"))
+    K = args.dspark_block_size
+    prev = torch.as_tensor(tokens[:K], dtype=torch.long).view(1, 1, K)
+    with torch.no_grad():
+        z, c = drafter(model, taps[0], torch.tensor([[len(ids) - 1]]), prev[..., 0], prev,
+                       Ctx(qat=True))
+    ours = full_vocab(model, args, z[0])
+    rel = float(np.linalg.norm(eng - ours) / np.linalg.norm(eng))
+    crel = float(np.abs(conf - c[0].numpy()).max())
+    agree = int((eng.argmax(-1) == ours.argmax(-1)).sum())
+    print(f"check_export: draft after {len(ids)} tokens, rel L2 {rel:.4f}, argmax agree "
+          f"{agree}/{K}, confidence max |diff| {crel:.4f}")
+    return rel <= a.max_rel and crel <= a.max_rel * 10
 
 
 def main():
@@ -49,7 +84,7 @@ def main():
     a = ap.parse_args()
     args, model, hasher = T.build(a.template, a.data)
     st = torch.load(a.state)
-    model.load_state_dict(st["model"])
+    model.load_state_dict({k: v for k, v in st["model"].items() if not k.startswith("mtp.")})
     model.eval()
     held = np.load(os.path.join(a.data, "corpus_heldout.npy"))
     ids = np.concatenate([[0], held[: a.tokens - 1]]).astype(np.int64)
@@ -73,7 +108,13 @@ def main():
     print(f"check_export: {len(ids)} tokens, rel L2 {rel:.4f}, mean |diff| "
           f"{np.abs(eng - ours).mean():.4f}, argmax agree {agree:.3f}, "
           f"CE engine {ce(eng):.4f} trainer {ce(ours):.4f}")
-    sys.exit(0 if rel <= a.max_rel and agree >= a.min_agree else 1)
+    ok = rel <= a.max_rel and agree >= a.min_agree
+    if any(k.startswith("mtp.") for k in st["model"]):
+        drafter = DSpark(args, len(model.used_ids) + 1)
+        drafter.load_state_dict({k: v for k, v in st["model"].items() if k.startswith("mtp.")})
+        drafter.eval()
+        ok = check_draft(model, drafter, args, hasher, ids, a) and ok
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ the quantizers QAT trained with (tools/train/quant.py): FP8 E4M3 with a UE8M0 sc
 block, FP4 E2M1 experts with a UE8M0 scale per (row, 32), Engram rows E4M3 with a per-32 scale.
 embed/head: the rows of the used ids are the trained rows; every other row is the trained
 "other" row (the head's u), which makes the engine's full softmax the trained one.
-A trained state without DSpark stages (the trainer does not train the drafter yet) exports a
-model without them: the template's mtp.* tensors are left out and config.json says
+The drafter (train_dspark.py's state) is exported the same way; its Markov tables, kept over the
+reduced vocabulary like embed/head, expand the same way. A trained state without DSpark stages
+exports a model without them: the template's mtp.* tensors are left out and config.json says
 num_nextn_predict_layers 0, never random drafter weights under a trained model.
 """
 
@@ -34,6 +35,8 @@ import numerics as nx  # noqa: E402
 import quant as Q  # noqa: E402
 
 COPY = ("tokenizer.json", "tokenizer_config.json")
+MARKOV = {".markov_head.embed.weight": "compact.markov_embed_rows",
+          ".markov_head.head.weight": "compact.markov_head_rows"}
 DSPARK_KEYS = ("dspark_block_size", "dspark_noise_token_id", "dspark_target_layer_ids",
                "dspark_markov_rank", "dspark_n_routed_experts", "dspark_num_experts_per_tok")
 
@@ -84,6 +87,11 @@ def pack_fp4(values):
     return (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
 
 
+def markov_table(name):
+    """The compact name of a vocabulary-sized Markov table (mtp.{last}.markov_head.*), or None."""
+    return next((c for suffix, c in MARKOV.items() if name.endswith(suffix)), None)
+
+
 def expand_rows(used_rows, other_row, used_ids, vocab):
     full = other_row.unsqueeze(0).expand(vocab, -1).clone()
     full[torch.as_tensor(used_ids)] = used_rows
@@ -108,6 +116,9 @@ class Source:
             return expand_rows(sd["head.weight"], sd["head_other"], self.used, self.vocab)
         if name.endswith(".ffn.gate.weight"):
             return sd[name + ".weight"]
+        if markov_table(name):
+            w = sd[name]
+            return expand_rows(w[:-1], w[-1], self.used, self.vocab)
         return sd[name]
 
     def quantized(self, base, kind):
@@ -160,7 +171,8 @@ def export(template, state, out):
 
 def export_compact(template, state, out):
     """models/default/ form (src/model/compact_model.h): config.json and compact.safetensors with
-    every tensor but embed/head, plus compact.used_ids and the used (+ other) embed/head rows."""
+    every tensor but embed/head (and a drafter's Markov tables), plus compact.used_ids and the
+    used (+ other) rows of those tables."""
     meta, header, config = read_template(template, state)
     src = Source(state, config["text_config"]["vocab_size"])
     used = state["used_ids"].numpy().astype(np.int32)
@@ -171,7 +183,10 @@ def export_compact(template, state, out):
         "compact.head_rows": ("BF16", list(head_rows.shape), bf16_bits(head_rows).tobytes()),
     }
     for name, info in header.items():
-        if name not in ("embed.weight", "head.weight"):
+        if markov_table(name):
+            rows = state[name]
+            tensors[markov_table(name)] = ("BF16", list(rows.shape), bf16_bits(rows).tobytes())
+        elif name not in ("embed.weight", "head.weight"):
             tensors[name] = (info["dtype"], info["shape"], encode(src, name, info, header))
     write_safetensors(os.path.join(out, "compact.safetensors"), tensors, meta)
     write_config(config, out)

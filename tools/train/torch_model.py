@@ -15,7 +15,7 @@ What training adds to the inference forward:
   full softmax is exactly the trained one;
 - the MoE reports its per-expert loads (for the sign-rule bias update) and a sequence-wise
   balance loss.
-The DSpark stages are not here yet (the speculative-decoding issue).
+The DSpark stages are in torch_dspark.py (trained by train_dspark.py with this model frozen).
 """
 
 import math
@@ -491,11 +491,13 @@ def sinkhorn_mixes(m, scale, base, hc, iters, eps):
 class Block(nn.Module):
     """ref: model.py Block: single-pass mHC around attention and the MoE."""
 
+    attention_cls = Attention  # torch_dspark.DSparkBlock: the stages' window-only attention
+
     def __init__(self, args, layer_id, engram_rows=None):
         super().__init__()
         D, hc = args.dim, args.hc_mult
         self.hc, self.eps, self.iters, self.hc_eps = hc, args.norm_eps, args.hc_sinkhorn_iters, args.hc_eps
-        self.attn = Attention(args, layer_id)
+        self.attn = self.attention_cls(args, layer_id)
         self.ffn = MoE(args, layer_id)
         self.attn_norm = RMSNorm(D, args.norm_eps)
         self.ffn_norm = RMSNorm(D, args.norm_eps)
@@ -572,9 +574,11 @@ class Transformer(nn.Module):
     def _bf16(self, w, ctx):
         return Q.ste(w, Q.bf16_round(w)) if ctx.qat else w
 
-    def forward(self, ids, hashes, ctx):
+    def forward(self, ids, hashes, ctx, taps=None):
         """ids long [B, T] (global ids); hashes {layer: long [B, T, cols]} -> logits over S + 1
-        (the last column is the "other" class, already carrying log(V - |S|))."""
+        (the last column is the "other" class, already carrying log(V - |S|)). `taps`, a list,
+        receives the DSpark taps [B, T, n_taps * D]: the mean over the copies of each target
+        layer's input (ref: model.py Transformer.forward), bf16 under QAT as the engine's."""
         a = self.args
         B, T = ids.shape
         e = F.embedding(self.local[ids], self._bf16(self.embed.weight, ctx))
@@ -582,10 +586,15 @@ class Transformer(nn.Module):
         pre_mix = torch.zeros(B, T, a.hc_mult)
         pre_mix[..., 0] = 1
         state = {"comp": {}, "index_k": {}, "sel": {}, "scores": {}, "pool": None}
+        mains = []
         for l, layer in enumerate(self.layers):
             if hasattr(layer, "engram"):
                 h = layer.engram(h, hashes[l], ctx)
+            if taps is not None and l in a.dspark_target_layer_ids:
+                mains.append(self._bf16(h.mean(2), ctx))
             h, pre_mix = layer(h, pre_mix, state, ctx)
+        if mains:
+            taps.append(torch.cat(mains, dim=-1))
         x = self.norm(Block.hc_pre(h, pre_mix), ctx)
         w = torch.cat([self.head.weight, self.head_other.unsqueeze(0)])
         return F.linear(x, self._bf16(w, ctx), self.other_bias)

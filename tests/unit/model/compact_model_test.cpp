@@ -110,6 +110,49 @@ TEST_F(CompactModel, ExpandsToTheReleaseLayout) {
   EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
 }
 
+// A trained drafter's Markov tables travel as used + other rows too.
+TEST_F(CompactModel, ExpandsTheMarkovTables) {
+  const std::string last = "mtp.2.markov_head.";
+  const std::vector<int32_t> ids = {0, 5, 128799};
+  std::vector<uint8_t> markov;
+  const fs::path dir = write_compact(ids, [&](std::vector<SafetensorsOutput>& t) {
+    std::erase_if(t, [&](const SafetensorsOutput& o) { return o.name.rfind(last, 0) == 0; });
+    const int64_t r = 16;  // the tiny preset's Markov rank
+    markov.resize(size_t(ids.size() + 1) * r * 2);
+    for (size_t i = 0; i <= ids.size(); ++i)
+      std::memset(&markov[i * r * 2], int(10 + i), size_t(r * 2));
+    t.push_back({"compact.markov_embed_rows",
+                 DType::BF16,
+                 {int64_t(ids.size()) + 1, r},
+                 markov.data(),
+                 markov.size()});
+    t.push_back({"compact.markov_head_rows",
+                 DType::BF16,
+                 {int64_t(ids.size()) + 1, r},
+                 markov.data(),
+                 markov.size()});
+  });
+  const fs::path out = root_ / "out";
+  expand_compact_model(dir.string(), CEDAR_DEFAULT_TOKENIZER, out.string());
+  const auto ck = Checkpoint::open(out.string());
+  for (const std::string& name : {last + "embed.weight", last + "head.weight"}) {
+    const TensorView& t = ck->get(name);
+    ASSERT_EQ(t.shape, (std::vector<int64_t>{129280, 16})) << name;
+    auto row_byte = [&](int64_t id) { return int(t.data[size_t(id * 32 + 3)]); };
+    EXPECT_EQ(row_byte(0), 10);
+    EXPECT_EQ(row_byte(5), 11);
+    EXPECT_EQ(row_byte(128799), 12);
+    for (int64_t id : {1, 4, 6, 129279}) EXPECT_EQ(row_byte(id), 13) << name << id;
+  }
+  // a table both in full and as rows is ambiguous
+  fs::remove_all(out);
+  const auto full = Checkpoint::open((root_ / "full").string());
+  const TensorView& emb = full->get(last + "embed.weight");
+  expect_error({0, 1}, "in full and as compact rows", [&](std::vector<SafetensorsOutput>& t) {
+    t.push_back({"compact.markov_embed_rows", DType::BF16, {3, 16}, emb.data, 3 * 16 * 2});
+  });
+}
+
 TEST_F(CompactModel, RefusesMalformedInput) {
   expect_error({3, 2}, "strictly increasing");
   expect_error({0, 129280}, "strictly increasing");

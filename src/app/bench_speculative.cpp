@@ -36,6 +36,10 @@ SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>&
               {"tokens", plain.tokens.size()},
               {"spec_tokens", k.offered_at.size()},
               {"min_confidence", spec_opt.min_confidence},
+              {"payoff_gate", spec_opt.payoff_gate},
+              // the gate's running means at the end: a pass's tokens per second vs plain steps'
+              {"gate_pass_tokens_per_s", k.pass_tokens_per_s},
+              {"gate_plain_tokens_per_s", k.plain_tokens_per_s},
               {"paused_steps", k.paused_steps},
               {"verify_passes", k.passes},
               {"plain_forwards_in_speculative_run", spec.decode_steps},

@@ -157,6 +157,9 @@ int cmd_bench(int argc, char** argv) {
        {"spec-tokens", "", true, "drafted tokens verified per pass (default: the block size)"},
        {"spec-confidence", "", true,
         "verify drafts only up to the first with confidence below P (default 0)"},
+       {"spec-always", "", false,
+        "verify on every step even where passes emit fewer tokens per second than plain steps "
+        "(default: speculation pauses while it does not pay)"},
        {"prompt-file", "", true,
         "text whose continuation the speculative section decodes (default: the first prompt)"},
        {"json", "", false, "print one JSON object instead of the table"}});
@@ -213,6 +216,7 @@ int cmd_bench(int argc, char** argv) {
   runtime::SpeculativeOptions spec_opt;
   spec_opt.spec_tokens = int(spec_tokens);
   spec_opt.min_confidence = args.get_double("spec-confidence", 0.0);
+  spec_opt.payoff_gate = !args.has("spec-always");
   if (!(spec_opt.min_confidence >= 0.0 && spec_opt.min_confidence < 1.0))
     throw std::runtime_error("--spec-confidence must be in [0, 1)");
 

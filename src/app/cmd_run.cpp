@@ -217,6 +217,9 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
                     {"spec-confidence", "", true,
                      "verify drafts only up to the first with confidence below P (default 0)"},
+                    {"spec-always", "", false,
+                     "verify on every step even where passes emit fewer tokens per second than "
+                     "plain steps (default: speculation pauses while it does not pay)"},
                     {"kernels", "", true, kKernelsHelp}});
   try {
     args.parse(int(rest.size()), rest.data());
@@ -272,6 +275,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   if (args.has("speculative") && rc->speculative != "off" && rc->speculative != "dspark")
     throw UsageError("option --speculative must be off or dspark, got '" + rc->speculative + "'");
   g.speculative.min_confidence = num_flag(args, "spec-confidence", 0.0, 0.0, 0.999, "in [0, 1)");
+  g.speculative.payoff_gate = !args.has("spec-always");
   if (args.has("spec-tokens"))
     g.speculative.spec_tokens = int(int_flag(args, "spec-tokens", 5, 1, 64, "between 1 and 64"));
 

@@ -107,6 +107,9 @@ int cmd_serve(int argc, char** argv) {
        {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
        {"spec-confidence", "", true,
         "verify drafts only up to the first with confidence below P (default 0)"},
+       {"spec-always", "", false,
+        "verify on every step even where passes emit fewer tokens per second than plain steps "
+        "(default: speculation pauses while it does not pay)"},
        {"enable-test-hooks", "", false,
         "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}});
   args.parse(argc, argv);
@@ -208,6 +211,7 @@ int cmd_serve(int argc, char** argv) {
   so.speculative.enabled = spec.empty() ? drafter : spec == "dspark";
   so.speculative.spec_tokens = int(positive(args, "spec-tokens", 0, 64));
   so.speculative.min_confidence = args.get_double("spec-confidence", 0.0);
+  so.speculative.payoff_gate = !args.has("spec-always");
   if (!(so.speculative.min_confidence >= 0.0 && so.speculative.min_confidence < 1.0))
     throw std::runtime_error("--spec-confidence must be in [0, 1)");
   // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as

@@ -206,7 +206,9 @@ void Generator::next_logits(int32_t id, int64_t left, VerifyPass& look,
     logits->assign(look.logits(), look.logits() + V);
     return;
   }
+  const auto t0 = Clock::now();
   forward(&id, 1, true, true, opt, logits);
+  look.plain_step(std::chrono::duration<double>(Clock::now() - t0).count());
   ++res->decode_steps;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/speculative.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,7 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
     return false;
   }
   const int max = std::min(max_drafts, spec_tokens_);
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> drafts;
   if (own_proposer_) {
     // verify the drafts up to the first whose confidence is below the bar: decided from the
@@ -74,6 +76,7 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
   base.keep_undo = true;
   p0_ = st.n_tokens;
   engine_.forward(st, rows_.data(), n, p0_, base, logits_.data());
+  pass_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   active_ = true;
   used_ = 0;
   return true;
@@ -104,17 +107,30 @@ int VerifyPass::finish(SequenceState& st) {
   }
   for (int k = 0; k < drafts; ++k) ++stats_.offered_at[size_t(k)];
   for (int k = 0; k < used_; ++k) ++stats_.accepted_at[size_t(k)];
-  // back-off: kIdlePasses passes in a row that kept nothing pause speculation for pause_len_
-  // steps (doubling up to kMaxPause while it stays useless); a kept draft resets it
-  if (used_ > 0) {
+  payoff_.pass(pass_seconds_, used_ + 1);
+  stats_.pass_tokens_per_s = payoff_.pass_tokens_per_s();
+  stats_.plain_tokens_per_s = payoff_.plain_tokens_per_s();
+  // back-off: kIdlePasses passes in a row that kept nothing, or passes slower than plain steps
+  // (the payoff gate), pause speculation for pause_len_ steps, doubling up to kMaxPause while
+  // it stays so; a kept draft from passes that pay resets it
+  const bool idle = used_ == 0 && ++idle_passes_ >= kIdlePasses;
+  if (used_ > 0) idle_passes_ = 0;
+  if (idle) {
     idle_passes_ = 0;
+    pause();
+  } else if (opt_.payoff_gate && !payoff_.pays()) {
+    pause();
+  } else if (opt_.payoff_gate && !payoff_.has_plain() && stats_.passes >= kIdlePasses) {
+    pause_left_ = kMinPause;  // a few plain steps to time one, then judge
+  } else if (used_ > 0) {
     pause_len_ = kMinPause;
-  } else if (++idle_passes_ >= kIdlePasses) {
-    idle_passes_ = 0;
-    pause_left_ = pause_len_;
-    pause_len_ = std::min(kMaxPause, 2 * pause_len_);
   }
   return dropped;
+}
+
+void VerifyPass::pause() {
+  pause_left_ = pause_len_;
+  pause_len_ = std::min(kMaxPause, 2 * pause_len_);
 }
 
 }  // namespace cedar::runtime

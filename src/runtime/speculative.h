@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/spec_payoff.h"
 
 namespace cedar::runtime {
 
@@ -25,6 +26,9 @@ struct SpeculativeOptions {
   // Verify the drafts only up to the first whose confidence sigmoid(c_k) is below this (the
   // DSpark confidence head; 0: all of them). Not calibrated on a trained drafter yet.
   double min_confidence = 0.0;
+  // Pause speculation while verify passes emit fewer tokens per second than plain steps
+  // (runtime/spec_payoff.h: measured wall times); false: speculate on every step it can.
+  bool payoff_gate = true;
   // Test hook: up to `max` tokens after the state's last position given the anchor (the token
   // for the next position), instead of the engine's DSpark draft.
   std::function<std::vector<int32_t>(const SequenceState& st, int32_t anchor, int max)> proposer;
@@ -35,7 +39,9 @@ struct SpecStats {
   int64_t passes = 0;   // verify passes
   int64_t emitted = 0;  // tokens chosen from their rows (kept drafts + one more per pass)
   int64_t drafted = 0, accepted = 0;
-  int64_t paused_steps = 0;  // plain steps while the back-off paused speculation
+  int64_t paused_steps = 0;  // plain steps while the back-off or the payoff gate paused it
+  // the running means when the generation ended (0 when not measured)
+  double pass_tokens_per_s = 0.0, plain_tokens_per_s = 0.0;
   std::vector<int64_t> offered_at, accepted_at;  // per draft position k = 0 ..: verified, kept
   // tokens per verify pass, the bonus token included
   double mean_accepted_length() const { return passes ? double(emitted) / double(passes) : 0.0; }
@@ -66,6 +72,8 @@ class VerifyPass {
   bool advance(int32_t t);
   // Ends the pass: rewinds the rows after the current one; returns how many were dropped.
   int finish(SequenceState& st);
+  // The wall time of a plain decode step the caller ran (the payoff gate's other side).
+  void plain_step(double seconds) { payoff_.plain_step(seconds); }
   const SpecStats& stats() const { return stats_; }
 
  private:
@@ -73,9 +81,14 @@ class VerifyPass {
   SpeculativeOptions opt_;
   int spec_tokens_ = 0;
   bool own_proposer_ = false;  // the DSpark drafter (not a test hook)
-  // back-off (finish()): a drafter whose passes keep nothing costs a verify pass per token
+  // back-off (finish()): a drafter whose passes keep nothing costs a verify pass per token; a
+  // pass that does not pay (payoff_) pauses too, and the first passes pause briefly once to
+  // time a plain step
   static constexpr int kIdlePasses = 4, kMinPause = 8, kMaxPause = 256;
   int idle_passes_ = 0, pause_left_ = 0, pause_len_ = kMinPause;
+  void pause();
+  SpecPayoff payoff_;
+  double pass_seconds_ = 0.0;  // of the active pass: its draft and its forward
   bool active_ = false;
   int64_t p0_ = 0;
   int used_ = 0;

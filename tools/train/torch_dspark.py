@@ -171,6 +171,8 @@ def draft_loss(logits, conf, target_logits, labels, gamma):
     dist = (l1.mean(0) * wk).sum()
     soft = (1 - 0.5 * l1).detach().clamp(0, 1)
     bce = F.binary_cross_entropy_with_logits(conf, soft)
-    agree = (logits.argmax(-1) == target_logits.argmax(-1)).float().mean(0)  # per row k
+    same = logits.argmax(-1) == target_logits.argmax(-1)
+    agree = same.float().mean(0)  # per row k
+    kept = same.long().cumprod(-1).sum(-1).float().mean()  # greedy drafts a verify would keep
     loss = 0.1 * ce + 0.9 * dist + bce
-    return loss, {"ce": ce, "l1": l1.mean(0), "bce": bce, "agree": agree}
+    return loss, {"ce": ce, "l1": l1.mean(0), "bce": bce, "agree": agree, "kept": kept}

@@ -8,11 +8,14 @@ TPL is a `cedar make-model` directory of the target's preset with its DSpark sta
 carry them); --init the trained target (compact form). Each step runs the target once over a
 batch (QAT forward, as the engine computes it: its taps and next-token distributions), then
 `--anchors` draft cycles per row at random positions, and trains the drafter by the paper's loss
-(torch_dspark.draft_loss). RUN_DIR/state.pt holds the drafter, optimizer, step, RNG and time
+(torch_dspark.draft_loss). `--distill-share` rows are the target's own greedy continuations
+(distill_data.py, in DATA): what the drafter meets when it drafts, and far more repetitive
+than the corpus; their cycles anchor on the generated tokens. RUN_DIR/state.pt holds the drafter, optimizer, step, RNG and time
 spent (the run resumes from it) and, under "model", target + drafter in export.py's form:
 `export.py --state RUN_DIR/state.pt --compact` writes the model with its drafter.
 The log reports, per draft row, how often the draft's argmax equals the target's, and the
-greedy accepted length those agreements imply (teacher-forced: the rows see the data's tokens).
+tokens per greedy verify pass those agreements give (1 + the leading rows that agree;
+teacher-forced: the rows see the data's tokens, which on distilled rows are the target's own).
 """
 
 import argparse
@@ -37,12 +40,44 @@ from torch_dspark import DSpark, draft_loss  # noqa: E402
 from torch_model import Ctx  # noqa: E402
 
 
-def cycles(rng, B, T, K, A):
-    """Cycle positions p [B, A]: the target processed 0..p, the anchor is ids[p+1], and rows
-    p+1 .. p+K need their next ids inside the row (p <= T - 2 - K)."""
-    hi = T - 1 - K
-    A = min(A, hi)
-    return torch.from_numpy(np.stack([np.sort(rng.choice(hi, size=A, replace=False)) for _ in range(B)]))
+class Rows:
+    """Training rows: the target's own greedy continuations (distill_data.py) with probability
+    `distill_share`, else train.py's corpus/conversation rows. Each row comes with the positions
+    a draft cycle may anchor at: on distilled rows, where the anchor is a generated token."""
+
+    def __init__(self, data_dir, split, synth_share, distill_share):
+        self.base = TR.Batches(data_dir, split, synth_share)
+        self.distill_share = distill_share
+        if distill_share > 0:
+            ld = lambda n: np.load(os.path.join(data_dir, n))  # noqa: E731
+            self.ids, self.gen = ld("distill_train.npy"), ld("distill_train_gen.npy")
+            starts = ld("distill_train_starts.npy")
+            cut = len(starts) - max(1, len(starts) // 20)  # the last 5% are held out
+            self.starts = starts[:cut] if split == "train" else starts[cut:]
+
+    def row(self, rng, n):
+        if self.distill_share > 0 and rng.random() < self.distill_share:
+            ok = self.starts[self.starts + n <= len(self.ids)]
+            s = int(ok[rng.integers(len(ok))])
+            return self.ids[s : s + n].astype(np.int64), self.gen[s : s + n].astype(bool)
+        ids, _ = self.base.row(rng, n)
+        return ids, np.ones(n, dtype=bool)
+
+    def get(self, rng, batch, seq):
+        rows = [self.row(rng, seq + 1) for _ in range(batch)]
+        return torch.from_numpy(np.stack([r[0] for r in rows])), [r[1] for r in rows]
+
+
+def cycles(rng, allowed, K, A):
+    """Cycle positions p [B, A]: the target processed 0..p, the anchor is ids[p+1] (a position
+    `allowed` marks), and rows p+1 .. p+K need their next ids inside the row (p <= T - 2 - K).
+    A shrinks to the row with the fewest candidates (one tensor for the batch)."""
+    hi = len(allowed[0]) - 1 - K
+    cand = [np.flatnonzero(a[1 : hi + 1]) for a in allowed]
+    A = max(1, min([A] + [len(c) for c in cand]))
+    pick = [np.sort(rng.choice(c, size=A, replace=False)) if len(c) >= A else
+            np.sort(rng.choice(hi, size=A, replace=False)) for c in cand]
+    return torch.from_numpy(np.stack(pick))
 
 
 def step_batch(target, drafter, args, hasher, ids, p, ctx):
@@ -64,28 +99,19 @@ def step_batch(target, drafter, args, hasher, ids, p, ctx):
     return loss + 1e-4 * sum(ctx.balance), parts
 
 
-def accepted_length(agree_rows):
-    """Expected greedy tokens per verify pass implied by per-row agreement rates (as if rows
-    agreed independently given the earlier ones): 1 + sum_k prod_{i<=k} a_i."""
-    tot, run = 1.0, 1.0
-    for a in agree_rows:
-        run *= a
-        tot += run
-    return tot
-
-
 @torch.no_grad()
 def evaluate(target, drafter, args, hasher, data, batches, batch, seq, anchors, qat):
     drafter.eval()
     rng = np.random.default_rng(7)
-    agree = []
+    agree, kept = [], []
     for _ in range(batches):
-        ids, _ = data.get(rng, batch, seq)
-        p = cycles(rng, ids.shape[0], ids.shape[1], args.dspark_block_size, anchors)
+        ids, allowed = data.get(rng, batch, seq)
+        p = cycles(rng, allowed, args.dspark_block_size, anchors)
         _, parts = step_batch(target, drafter, args, hasher, ids, p, Ctx(qat=qat))
         agree.append(parts["agree"])
+        kept.append(float(parts["kept"]))
     drafter.train()
-    return torch.stack(agree).mean(0).tolist()
+    return torch.stack(agree).mean(0).tolist(), 1 + sum(kept) / len(kept)
 
 
 def main():
@@ -102,6 +128,8 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--synth-share", type=float, default=0.5)
+    ap.add_argument("--distill-share", type=float, default=0.0,
+                    help="share of rows from distill_data.py's greedy continuations")
     ap.add_argument("--qat-from", type=float, default=0.5, help="fraction of the run")
     ap.add_argument("--bias-speed", type=float, default=0.01)
     ap.add_argument("--threads", type=int, default=0)
@@ -128,8 +156,8 @@ def main():
         step, spent = st["step"], st["spent"]
         rng.bit_generator.state = st["rng"]
         print(f"resumed at step {step}", flush=True)
-    train = TR.Batches(a.data, "train", a.synth_share)
-    held = TR.Batches(a.data, "heldout", a.synth_share)
+    train = Rows(a.data, "train", a.synth_share, a.distill_share)
+    held = Rows(a.data, "heldout", a.synth_share, a.distill_share)
     log = open(os.path.join(a.out, "log.jsonl"), "a")
     t0 = time.time()
 
@@ -153,8 +181,8 @@ def main():
         ctx = Ctx(qat=f >= a.qat_from)
         for g in opt.param_groups:
             g["lr"] = TR.lr_at(step, f, a.lr, a.warmup)
-        ids, _ = train.get(rng, a.batch, a.seq)
-        p = cycles(rng, ids.shape[0], ids.shape[1], args.dspark_block_size, a.anchors)
+        ids, allowed = train.get(rng, a.batch, a.seq)
+        p = cycles(rng, allowed, args.dspark_block_size, a.anchors)
         loss, parts = step_batch(target, drafter, args, hasher, ids, p, ctx)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -168,9 +196,10 @@ def main():
                "qat": ctx.qat, "f": round(progress(), 4), "s": round(elapsed(), 1)}
         done = progress() >= 1
         if step % a.eval_every == 0 or done:
-            ag = evaluate(target, drafter, args, hasher, held, 2, a.batch, a.seq, a.anchors, ctx.qat)
+            ag, tpp = evaluate(target, drafter, args, hasher, held, 2, a.batch, a.seq, a.anchors,
+                               ctx.qat)
             rec["heldout_agree"] = [round(v, 3) for v in ag]
-            rec["heldout_tokens_per_pass"] = round(accepted_length(ag), 3)
+            rec["heldout_tokens_per_pass"] = round(tpp, 3)
         log.write(json.dumps(rec) + "\n")
         log.flush()
         if step % 10 == 0 or "heldout_agree" in rec:

@@ -3,12 +3,14 @@
 // state equal plain decoding's -- greedy and sampled (temperature, top-p, penalties, a seed) --
 // with the DSpark drafter and with an oracle proposer that drafts the true continuation with
 // planted errors, so every acceptance length occurs and passes end inside stop strings and the
-// token limit; the counters say how many drafts each pass kept.
+// token limit; the counters say how many drafts each pass kept. The payoff gate (off where the
+// counters are checked) pauses a drafter that does not pay.
 #include "runtime/speculative.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -66,6 +68,7 @@ GenerationOptions greedy(int n) {
   o.sampling.temperature = 0;
   o.max_tokens = n;
   o.parse_output = false;
+  o.speculative.payoff_gate = false;  // counts that do not depend on this machine's timings
   return o;
 }
 
@@ -223,6 +226,48 @@ TEST(Speculative, BackOffAndConfidenceBarKeepTheTokens) {
   const GenerationResult a = expect_same(p, all), b = expect_same(p, bar);
   EXPECT_LT(double(b.speculative.drafted) / double(std::max<int64_t>(1, b.speculative.passes)),
             double(a.speculative.drafted) / double(std::max<int64_t>(1, a.speculative.passes)));
+}
+
+// The payoff gate: passes emitting fewer tokens per second than plain steps pause speculation.
+TEST(SpecPayoff, JudgesTokensPerSecondOfPassesAgainstPlainSteps) {
+  SpecPayoff g;
+  EXPECT_TRUE(g.pays());                         // nothing measured: speculate
+  for (int i = 0; i < 4; ++i) g.pass(0.010, 3);  // 300 tokens/s
+  EXPECT_FALSE(g.judged());                      // no plain step timed yet
+  EXPECT_TRUE(g.pays());
+  g.plain_step(0.004);  // 250 tokens/s
+  EXPECT_TRUE(g.judged());
+  EXPECT_TRUE(g.pays());
+  EXPECT_DOUBLE_EQ(g.pass_tokens_per_s(), 300.0);
+  EXPECT_DOUBLE_EQ(g.plain_tokens_per_s(), 250.0);
+  for (int i = 0; i < 8; ++i) g.pass(0.010, 1);  // the drafter stops agreeing: ~100 tokens/s
+  EXPECT_FALSE(g.pays());
+  for (int i = 0; i < 8; ++i) g.plain_step(0.020);  // plain steps get slower (a busy machine)
+  EXPECT_TRUE(g.pays());
+  g.pass(0.0, 6);  // an unmeasurable sample is ignored
+  g.plain_step(-1.0);
+  EXPECT_TRUE(g.pays());
+}
+
+// A drafter far slower than a plain step (its proposals cost 300 ms) keeps drafts but does not
+// pay: the gate pauses it, and the tokens stay plain decoding's.
+TEST(Speculative, PayoffGatePausesADrafterThatDoesNotPay) {
+  const std::vector<int32_t> p = prompt_ids(60, 3);
+  Generator plain(engine());
+  auto oracle = std::make_shared<Oracle>();
+  oracle->truth = plain.generate(p, greedy(60)).tokens;
+  oracle->prompt = p.size();
+  oracle->pass = 5;  // error-free passes first
+  GenerationOptions o = greedy(60);
+  o.speculative.payoff_gate = true;
+  o.speculative.proposer = [oracle](const SequenceState& st, int32_t a, int max) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return (*oracle)(st, a, max);
+  };
+  const GenerationResult r = expect_same(p, o);
+  EXPECT_GT(r.speculative.accepted, 0);
+  EXPECT_GT(r.speculative.paused_steps, 8);  // more than the probe that times a plain step
+  EXPECT_GT(r.speculative.plain_tokens_per_s, r.speculative.pass_tokens_per_s);
 }
 
 }  // namespace

@@ -1,0 +1,23 @@
+#include "runtime/spec_payoff.h"
+
+namespace cedar::runtime {
+
+void SpecPayoff::pass(double seconds, int emitted) {
+  if (!(seconds > 0.0)) return;
+  mix(pass_s_, seconds, n_pass_);
+  mix(pass_tokens_, double(emitted), n_pass_);
+  ++n_pass_;
+}
+
+void SpecPayoff::plain_step(double seconds) {
+  if (!(seconds > 0.0)) return;
+  mix(plain_s_, seconds, n_plain_);
+  ++n_plain_;
+}
+
+bool SpecPayoff::pays() const {
+  if (!judged()) return true;
+  return pass_tokens_ * plain_s_ >= pass_s_;  // tokens/pass_s >= 1/plain_s
+}
+
+}  // namespace cedar::runtime

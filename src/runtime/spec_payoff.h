@@ -1,0 +1,35 @@
+// Whether speculative decoding pays on this machine and model: running means of a verify pass's
+// wall time and of the tokens it emits, against a plain decode step's wall time. A pass costs a
+// draft plus a target forward of several rows; where the target step is cheap next to that (a
+// small model whose LM head dominates, or a drafter that rarely agrees) plain steps are faster,
+// and the decode loop should use them. Timing only decides *when* to speculate: the tokens are
+// plain decoding's either way (runtime/speculative.h).
+#pragma once
+
+#include <cstdint>
+
+namespace cedar::runtime {
+
+class SpecPayoff {
+ public:
+  void pass(double seconds, int emitted);
+  void plain_step(double seconds);
+  bool has_plain() const { return n_plain_ > 0; }
+  // Both kinds measured enough to compare (kMinPasses passes and one plain step).
+  bool judged() const { return n_pass_ >= kMinPasses && n_plain_ > 0; }
+  // Passes emit at least as many tokens per second as plain steps (true until judged()).
+  bool pays() const;
+  double pass_tokens_per_s() const { return pass_s_ > 0 ? pass_tokens_ / pass_s_ : 0.0; }
+  double plain_tokens_per_s() const { return plain_s_ > 0 ? 1.0 / plain_s_ : 0.0; }
+
+ private:
+  static constexpr int kMinPasses = 4;
+  static constexpr double kAlpha = 0.25;  // weight of the newest sample in the running means
+  static void mix(double& mean, double v, int64_t n) {
+    mean = n == 0 ? v : mean + kAlpha * (v - mean);
+  }
+  double pass_s_ = 0.0, pass_tokens_ = 0.0, plain_s_ = 0.0;
+  int64_t n_pass_ = 0, n_plain_ = 0;
+};
+
+}  // namespace cedar::runtime

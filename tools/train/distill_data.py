@@ -31,9 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 
-def start_server(cedar, model, parallel):
-    proc = subprocess.Popen([cedar, "serve", "-m", model, "--port", "0", "--parallel", str(parallel)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start_server(cedar, model, parallel, extra=()):
+    """(process, port) of `cedar serve` on any free port, once /health says the model is loaded."""
+    proc = subprocess.Popen([cedar, "serve", "-m", model, "--port", "0", "--parallel", str(parallel),
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         m = re.search(r"https?://[0-9.]+:(\d+)", line)
         if m:

@@ -104,10 +104,23 @@ assert a.names() == b.names()
 bad = [n for n in a.names() if not np.array_equal(L.value(a, n), L.value(b, n))]
 assert not bad, bad[:5]
 PYEOF
-# the drafter, trained with the target frozen (the compact model above as the target)
+# the drafter, trained with the target frozen (the compact model above as the target), half of
+# its rows the target's own greedy continuations (distill_data.py through cedar serve)
+"$PY" "$T/distill_data.py" --cedar "$CEDAR_BIN" --model "$WORK/m" --corpus "$WORK/corpus.jsonl" \
+  --out "$WORK/data" --count 6 --gen 32 --parallel 2 2>"$WORK/distill.log" \
+  || { cat "$WORK/distill.log"; exit 1; }
+check "distill data: BOS-started sequences, continuations marked" "$PY" - "$WORK/data" <<'PYEOF'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+ids, gen, starts = (np.load(os.path.join(d, f"distill_train{n}.npy")) for n in ("", "_gen", "_starts"))
+assert len(starts) == 6 and len(ids) == len(gen) and (ids[starts] == 0).all(), (starts, len(ids))
+assert 0 < gen.sum() < len(gen) and not gen[starts].any()
+PYEOF
 "$PY" "$T/train_dspark.py" --template "$WORK/tpl" --data "$WORK/data" --init "$WORK/compact" \
-  --out "$WORK/ds" --steps 4 --batch 2 --seq 256 --anchors 16 --threads 2 --eval-every 4 \
-  --save-every 2 --warmup 1 >"$WORK/ds.log" 2>&1 || { cat "$WORK/ds.log"; exit 1; }
+  --out "$WORK/ds" --steps 4 --batch 2 --seq 32 --anchors 16 --threads 2 --eval-every 4 \
+  --save-every 2 --warmup 1 --distill-share 0.5 >"$WORK/ds.log" 2>&1 \
+  || { cat "$WORK/ds.log"; exit 1; }
 check "drafter: trains, QAT at the end, held-out agreement" "$PY" - "$WORK/ds/log.jsonl" <<'PYEOF'
 import json, math, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]

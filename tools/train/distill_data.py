@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -29,6 +28,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data  # noqa: E402
 
 
 def start_server(cedar, model, parallel, extra=()):
@@ -64,15 +66,7 @@ def complete(port, prompt, gen):
 
 
 def tokenize(cedar, tokenizer, texts):
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
-        for t in texts:
-            f.write(json.dumps(t) + "\n")
-    try:
-        out = subprocess.run([cedar, "tokenize", "--tokenizer", tokenizer, "--jsonl", f.name],
-                             check=True, capture_output=True, text=True).stdout
-    finally:
-        os.unlink(f.name)
-    return [json.loads(line) for line in out.splitlines()]
+    return data.run_jsonl([cedar, "tokenize", "--tokenizer", tokenizer, "--jsonl"], texts)
 
 
 def prompts(corpus, count, rng, chars):

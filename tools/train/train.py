@@ -118,6 +118,29 @@ def lr_at(step, f, peak, warmup):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, f))))
 
 
+class Budget:
+    """Where a run stands in its schedule: max(step / steps, seconds spent / budget), the time
+    counted across resumes (`spent` is what the earlier sessions used)."""
+
+    def __init__(self, steps, budget, spent):
+        self.steps, self.budget, self.spent, self.t0 = steps, budget, spent, time.time()
+
+    def elapsed(self):
+        return self.spent + time.time() - self.t0
+
+    def progress(self, step):
+        f = step / self.steps
+        return max(f, self.elapsed() / self.budget) if self.budget else f
+
+
+def save_atomic(obj, path):
+    """torch.save through a temporary file renamed over the old state: a killed run leaves the
+    previous state whole."""
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
 @torch.no_grad()
 def evaluate(model, args, hasher, data, rng, batches, batch, seq):
     model.eval()
@@ -174,20 +197,15 @@ def main():
     held = Batches(a.data, "heldout", a.synth_share)
     phases = Phases()
     log = open(os.path.join(a.out, "log.jsonl"), "a")
-    t0 = time.time()
-
-    def elapsed():
-        return spent + time.time() - t0
+    clock = Budget(a.steps, a.budget, spent)
 
     def progress():
-        f = step / a.steps
-        return max(f, elapsed() / a.budget) if a.budget else f
+        return clock.progress(step)
 
     def save():
-        tmp = state_path + ".tmp"
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                    "rng": rng.bit_generator.state, "spent": elapsed(), "args": vars(a)}, tmp)
-        os.replace(tmp, state_path)
+        save_atomic({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                     "rng": rng.bit_generator.state, "spent": clock.elapsed(), "args": vars(a)},
+                    state_path)
 
     while progress() < 1:
         f = progress()
@@ -208,7 +226,7 @@ def main():
         rec = {"step": step, "ce": round(float(ce), 4), "kl": round(float(kl), 4),
                "bal": round(float(bal), 3), "gn": round(float(gn), 3), "qat": ctx.qat,
                "dense": ctx.dense_index, "ced": ctx.ced_start is not None,
-               "f": round(progress(), 4), "s": round(elapsed(), 1)}
+               "f": round(progress(), 4), "s": round(clock.elapsed(), 1)}
         done = progress() >= 1
         if step % a.eval_every == 0 or done:
             rec["heldout_ce"] = round(evaluate(model, args, hasher, held, np.random.default_rng(7), 4, a.batch, a.seq), 4)
@@ -218,7 +236,7 @@ def main():
             print(json.dumps(rec), flush=True)
         if step % a.save_every == 0 or done:
             save()
-    print(f"done: step {step}, {elapsed():.0f} s", flush=True)
+    print(f"done: step {step}, {clock.elapsed():.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -52,13 +51,21 @@ class Rows:
             ld = lambda n: np.load(os.path.join(data_dir, n))  # noqa: E731
             self.ids, self.gen = ld("distill_train.npy"), ld("distill_train_gen.npy")
             starts = ld("distill_train_starts.npy")
-            cut = len(starts) - max(1, len(starts) // 20)  # the last 5% are held out
-            self.starts = starts[:cut] if split == "train" else starts[cut:]
+            cut = len(starts) - max(1, len(starts) // 20)  # the last 5% of sequences held out
+            self.lo, self.hi = (0, int(starts[cut])) if split == "train" else (int(starts[cut]), len(self.ids))
+            self.starts = starts[(starts >= self.lo) & (starts < self.hi)]
 
     def row(self, rng, n):
+        """n ids from a sequence start (any position when no start leaves n ids in the split)."""
         if self.distill_share > 0 and rng.random() < self.distill_share:
-            ok = self.starts[self.starts + n <= len(self.ids)]
-            s = int(ok[rng.integers(len(ok))])
+            ok = self.starts[self.starts + n <= self.hi]
+            if len(ok):
+                s = int(ok[rng.integers(len(ok))])
+            elif self.hi - self.lo >= n:
+                s = int(rng.integers(self.lo, self.hi - n + 1))
+            else:
+                raise ValueError(f"the distilled data's split holds {self.hi - self.lo} ids, "
+                                 f"a row needs {n}: more --count or a shorter --seq")
             return self.ids[s : s + n].astype(np.int64), self.gen[s : s + n].astype(bool)
         ids, _ = self.base.row(rng, n)
         return ids, np.ones(n, dtype=bool)
@@ -159,22 +166,16 @@ def main():
     train = Rows(a.data, "train", a.synth_share, a.distill_share)
     held = Rows(a.data, "heldout", a.synth_share, a.distill_share)
     log = open(os.path.join(a.out, "log.jsonl"), "a")
-    t0 = time.time()
-
-    def elapsed():
-        return spent + time.time() - t0
+    clock = TR.Budget(a.steps, a.budget, spent)
 
     def progress():
-        f = step / a.steps
-        return max(f, elapsed() / a.budget) if a.budget else f
+        return clock.progress(step)
 
     def save():
-        model = {**target.state_dict(), **drafter.state_dict()}
-        tmp = state_path + ".tmp"
-        torch.save({"dspark": drafter.state_dict(), "opt": opt.state_dict(), "step": step,
-                    "rng": rng.bit_generator.state, "spent": elapsed(), "args": vars(a),
-                    "model": model}, tmp)
-        os.replace(tmp, state_path)
+        TR.save_atomic({"dspark": drafter.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "rng": rng.bit_generator.state, "spent": clock.elapsed(),
+                        "args": vars(a), "model": {**target.state_dict(), **drafter.state_dict()}},
+                       state_path)
 
     while progress() < 1:
         f = progress()
@@ -193,7 +194,7 @@ def main():
         rec = {"step": step, "loss": round(float(loss), 4), "ce": round(float(parts["ce"]), 4),
                "l1": [round(float(v), 3) for v in parts["l1"]], "bce": round(float(parts["bce"]), 4),
                "agree": [round(float(v), 3) for v in parts["agree"]], "gn": round(float(gn), 3),
-               "qat": ctx.qat, "f": round(progress(), 4), "s": round(elapsed(), 1)}
+               "qat": ctx.qat, "f": round(progress(), 4), "s": round(clock.elapsed(), 1)}
         done = progress() >= 1
         if step % a.eval_every == 0 or done:
             ag, tpp = evaluate(target, drafter, args, hasher, held, 2, a.batch, a.seq, a.anchors,
@@ -206,7 +207,7 @@ def main():
             print(json.dumps(rec), flush=True)
         if step % a.save_every == 0 or done:
             save()
-    print(f"done: step {step}, {elapsed():.0f} s", flush=True)
+    print(f"done: step {step}, {clock.elapsed():.0f} s", flush=True)
 
 
 if __name__ == "__main__":

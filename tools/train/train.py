@@ -133,6 +133,15 @@ class Budget:
         return max(f, self.elapsed() / self.budget) if self.budget else f
 
 
+def log_record(log, rec, loud):
+    """One step's record as a line of the run's log.jsonl, and on stdout when `loud`."""
+    line = json.dumps(rec)
+    log.write(line + "\n")
+    log.flush()
+    if loud:
+        print(line, flush=True)
+
+
 def save_atomic(obj, path):
     """torch.save through a temporary file renamed over the old state: a killed run leaves the
     previous state whole."""
@@ -230,10 +239,7 @@ def main():
         done = progress() >= 1
         if step % a.eval_every == 0 or done:
             rec["heldout_ce"] = round(evaluate(model, args, hasher, held, np.random.default_rng(7), 4, a.batch, a.seq), 4)
-        log.write(json.dumps(rec) + "\n")
-        log.flush()
-        if step % 10 == 0 or "heldout_ce" in rec:
-            print(json.dumps(rec), flush=True)
+        log_record(log, rec, step % 10 == 0 or "heldout_ce" in rec)
         if step % a.save_every == 0 or done:
             save()
     print(f"done: step {step}, {clock.elapsed():.0f} s", flush=True)

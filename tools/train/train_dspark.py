@@ -19,7 +19,6 @@ teacher-forced: the rows see the data's tokens, which on distilled rows are the 
 """
 
 import argparse
-import json
 import os
 import sys
 
@@ -201,10 +200,7 @@ def main():
                                ctx.qat)
             rec["heldout_agree"] = [round(v, 3) for v in ag]
             rec["heldout_tokens_per_pass"] = round(tpp, 3)
-        log.write(json.dumps(rec) + "\n")
-        log.flush()
-        if step % 10 == 0 or "heldout_agree" in rec:
-            print(json.dumps(rec), flush=True)
+        TR.log_record(log, rec, step % 10 == 0 or "heldout_agree" in rec)
         if step % a.save_every == 0 or done:
             save()
     print(f"done: step {step}, {clock.elapsed():.0f} s", flush=True)

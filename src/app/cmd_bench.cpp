@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "app/bench_speculative.h"
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "app/read_file.h"
 #include "base/args.h"
 #include "forward/moe.h"
@@ -114,6 +116,51 @@ json machine_json(const Machine& m) {
           {"kernel_gemm_peak", probe_json(m.kern, "GFLOP/s", 1e9)}};
 }
 
+// The storage probe of a streamed run: up to 512 MiB of the shard that holds the first routed
+// expert, from the start of the file.
+bench::Probe storage_probe(const Checkpoint& ck, int passes) {
+  for (const auto& [name, t] : ck.tensors()) {
+    if (name.find(".ffn.experts.") == std::string::npos) continue;
+    const auto where = ck.locate(t.data, t.nbytes);
+    if (!where) continue;
+    const uint64_t size = std::filesystem::file_size(where->path);
+    return bench::measure_storage_read(where->path, 0, std::min<uint64_t>(size, 512ull << 20),
+                                       passes);
+  }
+  throw std::runtime_error("bench: no routed expert tensor is in a mapped shard");
+}
+
+// A streamed decode against its storage-bound roofline: a token costs the bytes it read from
+// storage at the storage probe's rate plus the bytes it read from memory at the memory probe's.
+struct StorageDecode {
+  json j;
+  std::string line;
+};
+StorageDecode storage_decode(const ExpertCacheStats& a, const ExpertCacheStats& b, int64_t steps,
+                             double tok_s, double mem_bytes, const bench::Probe& bw,
+                             const bench::Probe& storage) {
+  const double per = 1.0 / double(std::max<int64_t>(1, steps));
+  const double read = double(b.bytes_read - a.bytes_read) * per;
+  const int64_t look = b.lookups - a.lookups;
+  const double hit = look ? double(b.hits - a.hits) / double(look) : 0.0;
+  const double roof = 1.0 / (read / storage.median + mem_bytes / bw.median);
+  StorageDecode r;
+  r.j = {{"bytes_read_per_token", read},
+         {"reads_per_token", double(b.reads - a.reads) * per},
+         {"read_s_per_token", (b.read_seconds - a.read_seconds) * per},
+         {"hit_rate", hit},
+         {"storage_gb_s", storage.median / 1e9},
+         {"roofline_tokens_per_s", roof},
+         {"ratio_storage_roofline", tok_s / roof}};
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "  %-7s experts streamed: %.2f MB read from storage per token (hit rate %.3f), "
+                "storage %.2f GB/s -> roofline %.2f tok/s, achieved %.1f%%\n",
+                "", read / 1e6, hit, storage.median / 1e9, roof, 100.0 * tok_s / roof);
+  r.line = buf;
+  return r;
+}
+
 void print_probe(const char* name, const bench::Probe& p, const char* unit, double scale) {
   char range[64];
   std::snprintf(range, sizeof range, "%.2f..%.2f", p.min / scale, p.max / scale);
@@ -144,6 +191,8 @@ int cmd_bench(int argc, char** argv) {
        {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
        {"threads", "t", true, "worker threads (default: all cores)"},
        {"kernels", "", true, kKernelsHelp},
+       {"mem-budget", "", true, kMemBudgetHelp},
+       {"expert-policy", "", true, "eviction of the expert cache: lfu (default) or lru"},
        {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
        {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
        {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
@@ -220,6 +269,13 @@ int cmd_bench(int argc, char** argv) {
   if (!(spec_opt.min_confidence >= 0.0 && spec_opt.min_confidence < 1.0))
     throw std::runtime_error("--spec-confidence must be in [0, 1)");
 
+  {
+    int64_t max_prompt = 0, max_batch = 1;
+    for (int64_t n : sizes) max_prompt = std::max(max_prompt, n);
+    for (int64_t b : batches) max_batch = std::max(max_batch, b);
+    eo.memory = memory_request(args, int(max_batch), max_prompt + gen, 0, 512);
+    eo.expert_policy = eviction_policy_from(args.get("expert-policy", "lfu"));
+  }
   auto engine = runtime::Engine::load(eo);
   const ModelConfig& cfg = engine->config();
   const Transformer& model = engine->model();
@@ -247,6 +303,9 @@ int cmd_bench(int argc, char** argv) {
   const bench::Probe& bw = machine.bw;
   const bench::Probe& fma = machine.fma;
   const bench::Probe& refp = machine.kern;
+  const ExpertCache* experts = engine->expert_cache();
+  bench::Probe storage;
+  if (experts) storage = storage_probe(engine->checkpoint(), int(passes));
 
   const int64_t V = cfg.vocab_size;
   std::vector<float> logits(static_cast<size_t>(V));  // kLast: one row
@@ -320,6 +379,7 @@ int cmd_bench(int argc, char** argv) {
     ForwardOptions dopt;
     dopt.logits = LogitsWanted::kLast;
     std::vector<double> step_s;
+    const ExpertCacheStats cache0 = experts ? experts->stats() : ExpertCacheStats{};
     for (long long g = 0; g < gen; ++g) {
       const auto t0 = Clock::now();
       model.forward(st, &tok, 1, st.n_tokens, dopt, logits.data());
@@ -381,6 +441,12 @@ int cmd_bench(int argc, char** argv) {
                     {"ratio_kernel_gemm_peak", dec_fl_s / refp.median},
                     {"achieved_gb_s", achieved_bw / 1e9},
                     {"ratio_bandwidth", achieved_bw / bw.median}};
+    if (experts) {
+      const StorageDecode sd =
+          storage_decode(cache0, experts->stats(), gen, dec_tok_s, double(tr.total()), bw, storage);
+      rj["decode"]["storage"] = sd.j;
+      table += sd.line;
+    }
     runs.push_back(rj);
 
     auto prefill_line = [&](const char* plan, const PrefillResult& r) {
@@ -499,6 +565,7 @@ int cmd_bench(int argc, char** argv) {
                 {"kernels", std::string(engine->kernels().name)},
                 {"kernels_line", describe_kernels(engine->kernels())},
                 {"machine", machine_json(machine)},
+                {"storage_read", experts ? probe_json(storage, "GB/s", 1e9) : json(nullptr)},
                 {"runs", runs},
                 {"batched_decode", batch_runs},
                 {"speculative", want_spec ? spec.json : json()}};

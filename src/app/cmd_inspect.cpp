@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/param_count.h"
+#include "runtime/memory_plan.h"
 #include "state/sequence_state.h"
 
 namespace cedar::app {
@@ -83,7 +84,13 @@ int cmd_inspect(int argc, char** argv) {
   Args args("inspect", {{"model", "m", true, "model directory (validates the whole checkpoint)"},
                         {"config", "c", true, "a config.json alone (no weights)"},
                         {"json", "", false, "machine-readable output"},
-                        {"kv-tokens", "", true, "also report the cache bytes for N tokens"}});
+                        {"kv-tokens", "", true, "also report the cache bytes for N tokens"},
+                        {"plan", "", false,
+                         "print the memory plan of serving the model (exit 1 when it is refused)"},
+                        {"parallel", "", true, "--plan: sequences held at once (default 1)"},
+                        {"ctx", "", true, "--plan: tokens per sequence (default: the model's)"},
+                        {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
+                        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -109,6 +116,42 @@ int cmd_inspect(int argc, char** argv) {
   } else {
     source = args.get("config");
     cfg = ModelConfig::from_file(source);  // parses and validates
+  }
+  if (args.has("plan")) {
+    if (!ck) throw std::runtime_error("--plan needs --model DIR (it reads the tensor sizes)");
+    const long long parallel = args.get_int("parallel", 1), ctx = args.get_int("ctx", 0);
+    const long long cache = args.get_int("cache-ram", 0);
+    if (parallel < 1 || parallel > (1 << 20) || ctx < 0 || cache < 0)
+      throw std::runtime_error("--parallel, --ctx and --cache-ram must be positive integers");
+    runtime::MemoryRequest r;
+    if (args.has("mem-budget"))
+      r.budget = runtime::parse_size(args.get("mem-budget"), "--mem-budget");
+    r.parallel = int(parallel);
+    r.ctx = ctx;
+    r.prefix_cache = int64_t(cache) << 20;
+    const runtime::MemoryPlan p = runtime::plan_memory(*ck, r);
+    if (args.has("json")) {
+      const json pj = {{"budget", p.budget},
+                       {"parallel", p.parallel},
+                       {"ctx", p.ctx},
+                       {"checkpoint", p.checkpoint},
+                       {"dense", p.dense},
+                       {"routed_experts", p.routed_experts},
+                       {"expert_slot", p.expert_slot},
+                       {"min_expert_slots", p.min_expert_slots},
+                       {"kv_per_sequence", p.kv_per_sequence},
+                       {"kv", p.kv},
+                       {"prefix_cache", p.prefix_cache},
+                       {"workspace", p.workspace},
+                       {"expert_cache", p.expert_cache},
+                       {"streamed", p.streamed},
+                       {"resident", p.resident()},
+                       {"refusal", p.refusal}};
+      std::printf("%s\n", pj.dump(2).c_str());
+    } else {
+      std::printf("%s", p.describe().c_str());
+    }
+    return p.refusal.empty() ? 0 : 1;
   }
   const auto inventory = expected_tensors(cfg);
   const ParamCounts pc = count_params(cfg, inventory);

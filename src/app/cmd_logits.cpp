@@ -8,6 +8,7 @@
 // (float32 [block]) -- what tools/reference/draft.py writes.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "base/args.h"
 #include "base/npy.h"
 #include "base/thread_pool.h"
+#include "forward/expert_cache.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
@@ -66,6 +68,10 @@ int cmd_logits(int argc, char** argv) {
                        {"draft-out", "", true, "also run one DSpark draft cycle, into DIR"},
                        {"anchor", "", true, "the draft's anchor token (default: argmax)"},
                        {"kernels", "", true, kKernelsHelp},
+                       {"expert-slots", "", true,
+                        "read the routed experts from the shards into an N-slot cache instead of "
+                        "mapping them (tests of the expert cache)"},
+                       {"expert-policy", "", true, "--expert-slots eviction: lfu (default) or lru"},
                        {"threads", "t", true, "worker threads (default: all cores)"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
@@ -118,6 +124,15 @@ int cmd_logits(int argc, char** argv) {
   }
   ThreadPool pool(static_cast<int>(threads));
   Transformer model(*ckpt, kernels, pool, std::move(token_map));
+  std::unique_ptr<ExpertCache> experts;
+  if (args.has("expert-slots")) {
+    const long long slots = args.get_int("expert-slots", 0);
+    if (slots < 1 || slots > (1 << 30))
+      throw std::runtime_error("--expert-slots must be a positive integer");
+    experts = std::make_unique<ExpertCache>(*ckpt, model.weights(), SIZE_MAX / 2, 1, int(slots),
+                                            eviction_policy_from(args.get("expert-policy", "lfu")));
+    model.set_expert_source(experts.get());
+  }
   SequenceState st = model.new_state();
 
   const int64_t T = int64_t(ids.size()), V = cfg.vocab_size;
@@ -157,6 +172,14 @@ int cmd_logits(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "cedar logits: %lld tokens in %.2f s (%.1f tok/s, %d threads)\n",
                (long long)T, secs, double(T) / secs, pool.size());
+  if (experts) {
+    const ExpertCacheStats s = experts->stats();
+    std::fprintf(stderr,
+                 "cedar logits: expert cache %d slots: %lld lookups, hit rate %.3f, %lld "
+                 "evictions, %.1f MiB read in %lld reads\n",
+                 experts->capacity(), (long long)s.lookups, s.hit_rate(), (long long)s.evictions,
+                 double(s.bytes_read) / double(1 << 20), (long long)s.reads);
+  }
   return 0;
 }
 

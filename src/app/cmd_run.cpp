@@ -209,6 +209,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
                     {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
                     {"cache-window", "", false, "cache units keep the window (exact restore)"},
+                    {"mem-budget", "", true, kMemBudgetHelp},
                     {"no-prefetch", "", false,
                      "do not read the weights in ahead (pages load as they are used)"},
                     {"speculative", "", true,
@@ -271,6 +272,11 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   g.stop = stops;
   g.exact_prefill = args.has("exact-prefill");
   g.prefill_chunk = int_flag(args, "chunk", 512, 1, INT_MAX, "a positive integer");
+  try {
+    rc->engine.memory = memory_request(args, 1, g.ctx_size, 0, int(g.prefill_chunk));
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("option ") + e.what());
+  }
   rc->speculative = args.get("speculative");
   if (args.has("speculative") && rc->speculative != "off" && rc->speculative != "dspark")
     throw UsageError("option --speculative must be off or dspark, got '" + rc->speculative + "'");

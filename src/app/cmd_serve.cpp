@@ -99,6 +99,7 @@ int cmd_serve(int argc, char** argv) {
        {"cache-disk", "", true, "prefix cache disk budget in MiB (default 16384)"},
        {"cache-interval", "", true, "disk unit every N prompt tokens (default 1024)"},
        {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
+       {"mem-budget", "", true, kMemBudgetHelp},
        {"no-prefetch", "", false,
         "do not read the weights in before serving (pages load as they are used)"},
        {"speculative", "", true,
@@ -166,10 +167,11 @@ int cmd_serve(int argc, char** argv) {
   bool listen_ok = true;
   std::thread listener([&] { listen_ok = http.listen(); });
   std::atomic<server::Scheduler*> running{nullptr};
-  std::atomic<bool> stopping{false};
+  std::atomic<bool> stopping{false}, exiting{false};
   std::thread sig_thread([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
+    if (exiting) return;  // woken by Shutdown below, not by a signal from outside
     std::fprintf(stderr, "cedar serve: signal %d, shutting down\n", sig);
     stopping = true;
     // Cancel the generations first: the HTTP server waits for its open responses to end.
@@ -181,27 +183,33 @@ int cmd_serve(int argc, char** argv) {
     server::HttpServer& http;
     std::thread& listener;
     std::thread& sig;
+    std::atomic<bool>& exiting;
     ~Shutdown() {
       http.stop();
       if (listener.joinable()) listener.join();
+      exiting = true;
       pthread_kill(sig.native_handle(), SIGTERM);
       sig.join();
     }
-  } shutdown{http, listener, sig_thread};
+  } shutdown{http, listener, sig_thread, exiting};
 
   runtime::EngineOptions eo;
   eo.model_dir = model_dir;
   eo.threads = int(args.get_int("threads", 0));
   eo.kernels = args.get("kernels", "");
   eo.tokenizer_path = args.get("tokenizer", "");
-  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch"));
-
   server::SchedulerOptions so;
   so.parallel = parallel;
   so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);
   so.prefill_chunk = std::max<long long>(1, positive(args, "prefill-chunk", 128, 1 << 20));
   so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
   so.batch_rows = int(std::max<long long>(1, positive(args, "batch-rows", 512, 1 << 20)));
+  const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
+  const bool use_cache = !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
+  eo.memory =
+      memory_request(args, parallel, so.ctx_size, use_cache ? cache_ram << 20 : 0, so.batch_rows);
+  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch"));
+
   const std::string spec = args.get("speculative", "");
   if (!spec.empty() && spec != "off" && spec != "dspark")
     throw std::runtime_error("--speculative must be off or dspark, got '" + spec + "'");
@@ -217,8 +225,7 @@ int cmd_serve(int argc, char** argv) {
   // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as
   // prompt_cache_hit_tokens.
   std::unique_ptr<runtime::PrefixCache> cache;
-  const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
-  if (!args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"))) {
+  if (use_cache) {
     runtime::PrefixCacheOptions co;
     co.memory_bytes = uint64_t(cache_ram) << 20;
     co.disk_dir = args.get("cache-dir", "");

@@ -20,6 +20,11 @@ int cmd_serve(int argc, char** argv);
 // The help text of --kernels, the same in every command that runs the model.
 inline constexpr const char* kKernelsHelp =
     "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512; env CEDAR_KERNELS";
+// The help text of --mem-budget, the same in run, serve and bench.
+inline constexpr const char* kMemBudgetHelp =
+    "RAM for the whole process, e.g. 48G: the plan must fit (refused with its numbers "
+    "otherwise); routed experts beyond it are read from storage into an expert cache "
+    "(default: no budget, everything mapped)";
 // "0.2.0 (<git describe>)": the project version and the commit the build was configured at.
 std::string version_string();
 

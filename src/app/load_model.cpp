@@ -32,9 +32,28 @@ size_t available_memory_bytes() {
   return 0;
 }
 
+runtime::MemoryRequest memory_request(const Args& args, int parallel, int64_t ctx,
+                                      int64_t prefix_cache_bytes, int batch_rows) {
+  runtime::MemoryRequest r;
+  if (args.has("mem-budget"))
+    r.budget = runtime::parse_size(args.get("mem-budget"), "--mem-budget");
+  r.parallel = parallel;
+  r.ctx = ctx;
+  r.prefix_cache = prefix_cache_bytes;
+  r.batch_rows = batch_rows;
+  return r;
+}
+
 std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
                                              bool prefetch) {
   auto engine = runtime::Engine::load(opt);
+  if (const ExpertCache* c = engine->expert_cache()) {
+    // the dense weights page in as they are used; reading the whole mapping would pull the
+    // streamed experts into the page cache too
+    std::fprintf(stderr, "%s: routed experts streamed from storage: %d cache slots of %.1f MiB\n",
+                 who, c->capacity(), double(c->slot_bytes()) / double(1 << 20));
+    return engine;
+  }
   if (!prefetch) return engine;
   const size_t bytes = engine->checkpoint().mapped_bytes();
   const size_t avail = available_memory_bytes();

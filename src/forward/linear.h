@@ -10,6 +10,7 @@
 
 #include "base/scratch.h"
 #include "base/thread_pool.h"
+#include "forward/expert_source.h"
 #include "forward/weights.h"
 #include "kernels/kernel_table.h"
 
@@ -19,6 +20,7 @@ namespace cedar {
 struct Ctx {
   const KernelTable& k;
   ThreadPool& pool;
+  ExpertSource* experts = nullptr;  // routed experts not resident (forward/expert_source.h)
 };
 
 enum class LinearOut {

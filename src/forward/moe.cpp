@@ -11,7 +11,11 @@
 namespace cedar {
 
 MoE::MoE(const ModelConfig& cfg, int layer, const LayerWeights& w)
-    : cfg_(cfg), w_(w), E_(cfg.experts_of(layer)), K_(cfg.experts_per_tok_of(layer)) {}
+    : cfg_(cfg),
+      w_(w),
+      layer_(layer),
+      E_(cfg.experts_of(layer)),
+      K_(cfg.experts_per_tok_of(layer)) {}
 
 void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const {
   const int E = E_, K = K_;
@@ -86,7 +90,8 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   jobs.back().w = &w_.shared;
   jobs.back().m = n;
 
-  // every row prepared (act_quant) once per weight format, then gathered per expert
+  // every row prepared (act_quant) once per weight format, then gathered per expert (the
+  // bound weights name the format: their bytes are not read here)
   PreparedRows px[kWeightFormats];
   auto prepared = [&](WeightFormat f) -> const PreparedRows& {
     PreparedRows& p = px[int(f)];
@@ -95,32 +100,62 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   };
   for (Job& j : jobs)
     if (!j.rows.empty()) gather_rows(prepared(j.w->w1.format()), j.rows.data(), j.m, j.x);
-  // gate and up projections of every expert in one parallel region (w1 and w3 read one copy)
-  Scratch<GemmTask> tasks;
-  for (Job& j : jobs) {
-    const PreparedRows& xj = j.rows.empty() ? prepared(j.w->w1.format()) : j.x;
-    j.g.resize(size_t(j.m) * I);
-    j.u.resize(j.g.size());
-    tasks.push_back({&j.w->w1, &xj, j.g.data()});
-    tasks.push_back({&j.w->w3, &xj, j.u.data()});
-  }
-  linear_group(ctx, tasks);
-  // ref: model.py Expert.forward between the projections; in place: the bf16 activation
-  // replaces the gate row
   const float L = float(cfg_.swiglu_limit);
-  for (Job& j : jobs) {
-    const bool routed = !j.rows.empty();
-    for (int i = 0; i < j.m; ++i)
-      ctx.k.swiglu(j.g.data() + size_t(i) * I, j.u.data() + size_t(i) * I, I, L, routed,
-                   routed ? j.weight[size_t(i)] : 1.0f, j.g.data() + size_t(i) * I);
-    prepare_rows(ctx, j.w->w2.format(), j.g.data(), j.m, I, j.a);
+  // the experts of jobs [b, e): gate and up projections in one parallel region (w1 and w3 read
+  // one copy of the input), the activation, the down projections in another
+  auto run = [&](size_t b, size_t e) {
+    Scratch<GemmTask> tasks;
+    for (size_t k = b; k < e; ++k) {
+      Job& j = jobs[k];
+      const PreparedRows& xj = j.rows.empty() ? prepared(j.w->w1.format()) : j.x;
+      j.g.resize(size_t(j.m) * I);
+      j.u.resize(j.g.size());
+      tasks.push_back({&j.w->w1, &xj, j.g.data()});
+      tasks.push_back({&j.w->w3, &xj, j.u.data()});
+    }
+    linear_group(ctx, tasks);
+    // ref: model.py Expert.forward between the projections; in place: the bf16 activation
+    // replaces the gate row
+    for (size_t k = b; k < e; ++k) {
+      Job& j = jobs[k];
+      const bool routed = !j.rows.empty();
+      for (int i = 0; i < j.m; ++i)
+        ctx.k.swiglu(j.g.data() + size_t(i) * I, j.u.data() + size_t(i) * I, I, L, routed,
+                     routed ? j.weight[size_t(i)] : 1.0f, j.g.data() + size_t(i) * I);
+      prepare_rows(ctx, j.w->w2.format(), j.g.data(), j.m, I, j.a);
+    }
+    tasks.clear();
+    for (size_t k = b; k < e; ++k) {
+      Job& j = jobs[k];
+      j.y.resize(size_t(j.m) * D);
+      tasks.push_back({&j.w->w2, &j.a, j.y.data()});
+    }
+    linear_group(ctx, tasks);
+  };
+  const size_t routed = jobs.size() - 1;
+  if (!ctx.experts) {
+    run(0, jobs.size());
+  } else {
+    // streamed experts: groups of at most the source's capacity, each pinned for its GEMMs
+    // (the shared expert, resident, runs with the last group)
+    const size_t cap = size_t(ctx.experts->capacity());
+    for (size_t b = 0; b < routed || b == 0; b += cap) {
+      const size_t e = std::min(routed, b + cap);
+      Scratch<int> ids;
+      Scratch<const ExpertWeights*> ws(e - b);
+      for (size_t k = b; k < e; ++k) ids.push_back(int(jobs[k].w - w_.experts.data()));
+      ctx.experts->acquire(layer_, ids.data(), int(ids.size()), ws.data());
+      for (size_t k = b; k < e; ++k) jobs[k].w = ws[k - b];
+      try {
+        run(b, e == routed ? jobs.size() : e);
+      } catch (...) {
+        ctx.experts->release(layer_, ids.data(), int(ids.size()));
+        throw;
+      }
+      ctx.experts->release(layer_, ids.data(), int(ids.size()));
+      if (e == routed) break;
+    }
   }
-  tasks.clear();
-  for (Job& j : jobs) {
-    j.y.resize(size_t(j.m) * D);
-    tasks.push_back({&j.w->w2, &j.a, j.y.data()});
-  }
-  linear_group(ctx, tasks);
 
   // routed outputs in ascending expert index (the reference's y[idx] += expert(...)), then the
   // shared expert, in fp32

@@ -29,6 +29,7 @@ class MoE {
  private:
   const ModelConfig& cfg_;
   const LayerWeights& w_;
+  int layer_;
   int E_, K_;  // routed experts, experts per token (a DSpark stage has its own)
 };
 

@@ -98,6 +98,10 @@ class Transformer {
   ~Transformer();
 
   const ModelConfig& config() const { return cfg_; }
+  const ModelWeights& weights() const { return w_; }
+  // From now on the routed experts come from `src` (forward/expert_source.h; nullptr: the
+  // mapped weights). Call before any forward; the source must outlive the forwards.
+  void set_expert_source(ExpertSource* src) { experts_ = src; }
   SequenceState new_state() const { return SequenceState(cfg_); }
 
   // The drafter (nullptr: the checkpoint has no DSpark stages) and one draft cycle after the
@@ -176,6 +180,7 @@ class Transformer {
   const KernelTable& k_;
   ThreadPool& pool_;
   ModelWeights w_;
+  ExpertSource* experts_ = nullptr;
   EngramLayout layout_;
   std::vector<int32_t> token_map_;
   int32_t engram_pad_ = 0;

@@ -65,6 +65,15 @@ size_t Checkpoint::mapped_bytes() const {
   return n;
 }
 
+std::optional<Checkpoint::Location> Checkpoint::locate(const uint8_t* p, size_t n) const {
+  for (const auto& f : files_) {
+    const uint8_t* b = f->data();
+    if (b && p >= b && n <= f->size() && size_t(p - b) <= f->size() - n)
+      return Location{f->path(), size_t(p - b)};
+  }
+  return std::nullopt;
+}
+
 void Checkpoint::prefetch(const std::function<void(size_t done, size_t total)>& progress) const {
   constexpr size_t kStep = 64u << 20;
   const size_t total = mapped_bytes();

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ class Checkpoint {
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   // Bytes of all mapped shards.
   size_t mapped_bytes() const;
+  // Where the n bytes at p (inside one mapped shard) live on disk: that shard's path and the
+  // byte offset. Empty when p is not inside a mapping (a tensor the weights copied).
+  struct Location {
+    std::string path;
+    size_t offset = 0;
+  };
+  std::optional<Location> locate(const uint8_t* p, size_t n) const;
   // Reads every shard's pages into the page cache (MappedFile::prefetch), calling
   // progress(done, total) in bytes after each step.
   void prefetch(const std::function<void(size_t done, size_t total)>& progress) const;

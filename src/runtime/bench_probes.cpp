@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "base/file_reader.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu.h"
 #include "kernels/kernel_table.h"
@@ -427,6 +428,37 @@ Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passe
                           "] L2-resident FP8 weight per thread, 2 FLOPs per multiply-add");
   p.width = k.name;
   return p;
+}
+
+}  // namespace cedar::bench
+
+namespace cedar::bench {
+
+Probe measure_storage_read(const std::string& path, uint64_t offset, uint64_t bytes, int passes) {
+  if (bytes == 0 || passes < 1) throw std::runtime_error("storage probe: nothing to read");
+  auto f = FileReader::open(path);
+  constexpr size_t kRequest = size_t(8) << 20;
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[kRequest]);
+  std::vector<double> rates;
+  for (int p = 0; p < passes; ++p) {
+    f->drop_cached(offset, bytes);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t at = 0; at < bytes; at += kRequest)
+      f->read(offset + at, size_t(std::min<uint64_t>(kRequest, bytes - at)), buf.get());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(double(bytes) / std::max(s, 1e-9));
+  }
+  f->drop_cached(offset, bytes);
+  Probe r;
+  r.median = median(rates);
+  r.min = *std::min_element(rates.begin(), rates.end());
+  r.max = *std::max_element(rates.begin(), rates.end());
+  r.passes = passes;
+  r.threads = 1;
+  r.width = "pread";
+  r.method = std::to_string(bytes >> 20) + " MiB of " + path +
+             " in 8 MiB preads after dropping its cached pages";
+  return r;
 }
 
 }  // namespace cedar::bench

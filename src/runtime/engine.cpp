@@ -19,6 +19,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->kernels_ = &kernels;
   e->ckpt_ = Checkpoint::open(opt.model_dir);
   const ModelConfig& cfg = e->ckpt_->config();
+  e->plan_ = plan_memory(*e->ckpt_, opt.memory);
+  if (!e->plan_.refusal.empty()) throw std::runtime_error(e->plan_.refusal);
 
   const std::string tok_path =
       opt.tokenizer_path.empty() ? opt.model_dir + "/tokenizer.json" : opt.tokenizer_path;
@@ -34,6 +36,11 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   if (!cfg.engram_layer_ids.empty()) token_map = text::build_engram_token_map(*e->tok_).map;
   e->pool_ = std::make_unique<ThreadPool>(opt.threads);
   e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map));
+  if (e->plan_.streamed) {
+    e->experts_ = std::make_unique<ExpertCache>(
+        *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots);
+    e->model_->set_expert_source(e->experts_.get());
+  }
 
   // v41-interface §2.5: stop on EOS; <｜User｜>/<｜Assistant｜> never belong inside an answer,
   // so they end it too (the `dsv4_multi_eos` safety some V4 servers use).

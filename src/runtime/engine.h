@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "forward/expert_cache.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "runtime/batcher.h"
+#include "runtime/memory_plan.h"
 #include "runtime/token_constraint.h"
 #include "text/chat_encoder.h"
 #include "text/chat_request.h"
@@ -35,6 +37,10 @@ struct EngineOptions {
   int threads = 0;             // <= 0: all cores
   std::string kernels;         // kernel table name (choose_kernels; "": auto)
   std::string tokenizer_path;  // "": <model_dir>/tokenizer.json
+  // The serving shape and --mem-budget (runtime/memory_plan.h): load() refuses a plan that
+  // does not fit, and streams the routed experts when only a part of them does.
+  MemoryRequest memory;
+  EvictionPolicy expert_policy = EvictionPolicy::kLfu;  // of the expert cache
 };
 
 // A tokenized prompt and how generation starts after it (for the output parser).
@@ -57,6 +63,9 @@ class Engine {
   const text::Tokenizer& tokenizer() const { return *tok_; }
   const Transformer& model() const { return *model_; }
   const KernelTable& kernels() const { return *kernels_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  // The expert cache when the plan streams the routed experts (nullptr: all mapped).
+  const ExpertCache* expert_cache() const { return experts_.get(); }
   ThreadPool& pool() { return *pool_; }
   std::mutex& forward_mutex() { return forward_mu_; }
 
@@ -96,6 +105,8 @@ class Engine {
   std::unique_ptr<Checkpoint> ckpt_;
   std::unique_ptr<text::Tokenizer> tok_;
   std::unique_ptr<ThreadPool> pool_;
+  MemoryPlan plan_;
+  std::unique_ptr<ExpertCache> experts_;  // before model_: outlives its forwards
   std::unique_ptr<Transformer> model_;
   const KernelTable* kernels_ = nullptr;
   std::vector<int32_t> stop_ids_;

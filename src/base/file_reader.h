@@ -1,0 +1,35 @@
+// FileReader: positioned reads of byte ranges from one file (pread), for weights streamed from
+// storage instead of mapped (model/expert_cache.h). Every read either delivers all the bytes
+// asked for or throws naming the file, the range and the cause -- a short read (the file was
+// truncated or replaced) or an I/O error is never returned as data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace cedar {
+
+class FileReader {
+ public:
+  // Throws std::runtime_error naming the path when the file cannot be opened.
+  static std::unique_ptr<FileReader> open(const std::string& path);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Bytes [offset, offset + n) into dst; throws std::runtime_error on a short read or an error.
+  void read(uint64_t offset, size_t n, uint8_t* dst) const;
+  // Asks the kernel to drop its cached pages of the range (the caller keeps its own copy, so
+  // the page cache would only double the footprint).
+  void drop_cached(uint64_t offset, size_t n) const;
+
+ private:
+  FileReader() = default;
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace cedar

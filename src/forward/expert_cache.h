@@ -1,0 +1,101 @@
+// ExpertCache: the routed experts read from the checkpoint's shards on demand (pread) into a
+// fixed number of RAM slots instead of being mapped (issue "Beyond RAM"). The dense weights stay
+// mapped; an expert's bytes are never touched through the mapping, so the page cache holds them
+// only while a read is in flight (each read drops its pages afterwards). The MoE pins a group
+// only for its GEMMs; a miss evicts an unpinned slot by the policy. A token visits the layers in
+// order, so when the cache is smaller than one token's experts LRU evicts exactly the experts
+// the next layers need (a cyclic scan: no hits at all). LFU (lookup counts, halved every
+// 8 x slots lookups so that the counts follow the routing, ties to the least recent) keeps the
+// popular experts instead; docs/MEMORY.md has the measurements that chose it as the default.
+//
+// A slot holds one expert's w1, w2 and w3 with their scales, laid out as the file lays them out
+// (runs of adjacent tensors read with one pread, each run placed at the same offset modulo 64 as
+// in the file, so the kernels see the alignment the mapping gave them). Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/file_reader.h"
+#include "forward/expert_source.h"
+#include "forward/weights.h"
+#include "model/checkpoint.h"
+
+namespace cedar {
+
+struct ExpertCacheStats {
+  int64_t lookups = 0;    // experts asked for
+  int64_t hits = 0;       // ... found in a slot
+  int64_t evictions = 0;  // misses that replaced another expert
+  int64_t bytes_read = 0;
+  int64_t reads = 0;          // pread runs
+  double read_seconds = 0.0;  // wall time spent reading
+  double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
+};
+
+enum class EvictionPolicy { kLfu, kLru };
+// "lfu" | "lru"; throws std::runtime_error naming the value otherwise.
+EvictionPolicy eviction_policy_from(const std::string& name);
+
+class ExpertCache final : public ExpertSource {
+ public:
+  // The routed experts of every backbone layer and DSpark stage of `w` (bound from `ck`), in
+  // min(budget_bytes / slot_bytes(), max_slots) slots. Throws std::runtime_error when the
+  // budget holds fewer than `min_slots` slots (naming both) or a shard cannot be opened.
+  ExpertCache(const Checkpoint& ck, const ModelWeights& w, size_t budget_bytes, int min_slots,
+              int max_slots = 1 << 30, EvictionPolicy policy = EvictionPolicy::kLfu);
+  ~ExpertCache() override;
+
+  int capacity() const override { return n_slots_; }
+  void acquire(int layer, const int* ids, int n, const ExpertWeights** out) override;
+  void release(int layer, const int* ids, int n) override;
+
+  size_t slot_bytes() const { return slot_bytes_; }
+  // Bytes of every routed expert on disk (what an all-resident run maps).
+  int64_t expert_bytes() const { return expert_bytes_; }
+  int64_t experts() const { return n_experts_; }
+  ExpertCacheStats stats() const;
+
+ private:
+  struct Run {  // adjacent tensors of one expert read with one pread
+    int file = 0;
+    uint64_t offset = 0;
+    size_t n = 0;
+    size_t at = 0;  // offset in the slot
+  };
+  struct Expert {
+    ExpertWeights bound;      // as bound at load (pointers into the mapping)
+    std::vector<Run> runs;    // empty: copied at load (served from `bound`)
+    size_t field_at[6] = {};  // slot offsets of w1, w1 scale, w2, w2 scale, w3, w3 scale
+    int slot = -1;
+    int pins = 0;
+    uint32_t uses = 0;  // lookups since the last halving (LFU)
+  };
+  struct Slot {
+    int layer = -1, id = -1;  // the expert it holds (-1: free)
+    ExpertWeights w;          // that expert's weights pointing into this slot
+    uint64_t last_use = 0;    // lookup clock
+  };
+
+  void add_layer(const Checkpoint& ck, const LayerWeights& lw);
+  void load(Expert& e, int layer, int id, int slot);
+  int victim() const;
+
+  std::vector<std::unique_ptr<FileReader>> files_;
+  std::vector<std::vector<Expert>> layers_;
+  size_t slot_bytes_ = 0;
+  int n_slots_ = 0;
+  int64_t expert_bytes_ = 0, n_experts_ = 0;
+  uint8_t* arena_ = nullptr;
+  std::vector<Slot> slots_;
+  EvictionPolicy policy_;
+  uint64_t clock_ = 0;  // lookups so far
+  mutable std::mutex mu_;
+  ExpertCacheStats stats_;
+};
+
+}  // namespace cedar

@@ -1,0 +1,140 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include "model/param_count.h"
+
+namespace cedar::runtime {
+
+namespace {
+
+constexpr int64_t kMiB = int64_t(1) << 20;
+
+// "layers.3.ffn.experts.17.w1.scale" -> "layers.3.ffn.experts.17" (empty: not a routed expert)
+std::string expert_of(const std::string& name) {
+  const size_t at = name.find(".ffn.experts.");
+  if (at == std::string::npos) return {};
+  const size_t id = at + 13, dot = name.find('.', id);
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
+  const ModelConfig& cfg = ck.config();
+  MemoryPlan p;
+  p.budget = r.budget;
+  p.parallel = std::max(1, r.parallel);
+  p.ctx = r.ctx > 0 ? r.ctx : cfg.max_position_embeddings;
+  std::map<std::string, int64_t> experts;  // bytes per routed expert (slot: +128 per tensor)
+  for (const auto& [name, t] : ck.tensors()) {
+    p.checkpoint += int64_t(t.nbytes);
+    const std::string e = expert_of(name);
+    if (e.empty()) continue;
+    p.routed_experts += int64_t(t.nbytes);
+    experts[e] += int64_t(t.nbytes) + 128;
+  }
+  p.dense = p.checkpoint - p.routed_experts;
+  for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
+  for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)
+    p.min_expert_slots = std::max(p.min_expert_slots, cfg.experts_per_tok_of(l));
+
+  const KvLayout kv = kv_layout(cfg);
+  p.kv_per_sequence = kv.bytes_for_tokens(p.ctx) + kv.dspark_window_state_bytes + kMiB;
+  p.kv = int64_t(p.parallel) * p.kv_per_sequence;
+  p.prefix_cache = std::max<int64_t>(0, r.prefix_cache);
+  // activations of a pass (the mHC streams and a few projections' outputs per row) and the
+  // logits rows of every slot's verify pass, plus the allocator's slack
+  const int64_t rows_logits = int64_t(p.parallel) * (cfg.dspark_block_size + 2) + 1;
+  p.workspace = int64_t(std::max(1, r.batch_rows)) * cfg.hidden_size * cfg.hc_mult * 4 * 16 +
+                rows_logits * cfg.vocab_size * 4 + 16 * kMiB;
+
+  p.expert_cache = p.routed_experts;
+  if (p.budget <= 0) return p;
+  const int64_t fixed = p.dense + p.kv + p.prefix_cache + p.workspace;
+  const int64_t left = p.budget - fixed;
+  const int64_t least = int64_t(p.min_expert_slots) * p.expert_slot;
+  if (left >= p.routed_experts) return p;
+  if (p.routed_experts > 0 && left >= least) {
+    p.streamed = true;
+    p.expert_cache = left;
+    return p;
+  }
+  p.expert_cache = std::max<int64_t>(0, left);
+  p.refusal = "memory: the plan needs " + format_bytes(fixed + least) + " (dense weights " +
+              format_bytes(p.dense) + ", KV for " + std::to_string(p.parallel) + " x " +
+              std::to_string(p.ctx) + " tokens " + format_bytes(p.kv) + ", prefix cache " +
+              format_bytes(p.prefix_cache) + ", workspace " + format_bytes(p.workspace) +
+              ", at least " + std::to_string(p.min_expert_slots) + " routed experts " +
+              format_bytes(least) + ") but --mem-budget is " + format_bytes(p.budget) +
+              ": raise --mem-budget, or lower -c / --parallel / --cache-ram";
+  return p;
+}
+
+std::string MemoryPlan::describe() const {
+  std::string s;
+  auto line = [&](const char* what, int64_t b, const std::string& note = {}) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  %-16s %12s%s%s\n", what, format_bytes(b).c_str(),
+                  note.empty() ? "" : "  ", note.c_str());
+    s += buf;
+  };
+  s += "memory plan (" + std::to_string(parallel) + " x " + std::to_string(ctx) + " tokens, " +
+       (budget > 0 ? "--mem-budget " + format_bytes(budget) : std::string("no --mem-budget")) +
+       "):\n";
+  line("checkpoint", checkpoint);
+  line("dense weights", dense, "mapped");
+  line("routed experts", routed_experts, streamed ? "streamed from storage" : "mapped");
+  if (streamed)
+    line("expert cache", expert_cache,
+         std::to_string(expert_slot > 0 ? expert_cache / expert_slot : 0) + " slots of " +
+             format_bytes(expert_slot));
+  line("KV state", kv, format_bytes(kv_per_sequence) + " per sequence");
+  line("prefix cache", prefix_cache);
+  line("workspace", workspace, "estimate");
+  line("resident", resident());
+  if (!refusal.empty()) s += "  refused: " + refusal + "\n";
+  return s;
+}
+
+int64_t parse_size(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = s.substr(used);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() == 2 && (unit[1] == 'i' || unit[1] == 'I')) unit.pop_back();
+  int shift = -1;
+  if (unit.empty())
+    shift = 0;
+  else if (unit.size() == 1) {
+    const char c = char(std::toupper(static_cast<unsigned char>(unit[0])));
+    shift = c == 'K' ? 10 : c == 'M' ? 20 : c == 'G' ? 30 : c == 'T' ? 40 : -1;
+  }
+  if (used == 0 || shift < 0 || !std::isfinite(v) || v <= 0 || v * std::ldexp(1.0, shift) > 9e18)
+    throw std::runtime_error(what + " must be a size such as 512M, 16G or 1.5T, got '" + s + "'");
+  return int64_t(v * std::ldexp(1.0, shift));
+}
+
+std::string format_bytes(int64_t b) {
+  char buf[32];
+  const double v = double(b);
+  if (b >= (int64_t(1) << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / double(int64_t(1) << 30));
+  else if (b > 0 && b < kMiB)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", v / double(kMiB));
+  return buf;
+}
+
+}  // namespace cedar::runtime

@@ -1,0 +1,57 @@
+// MemoryPlan: what a run keeps in RAM, computed at start-up from the checkpoint and the serving
+// shape before any weight is read (issue "Beyond RAM"; docs/MEMORY.md). Without a budget
+// everything is mapped and the page cache decides. With --mem-budget the plan must fit in it:
+// the dense weights (everything but the routed experts) stay mapped, the KV state of every slot
+// is reserved for the full context (as llama.cpp reserves n_ctx), the prefix cache's RAM and the
+// workspaces are counted, and the routed experts get what is left -- all of them mapped when
+// they fit, else an expert cache (forward/expert_cache.h) streaming them from storage. A plan
+// that cannot fit is refused with the numbers and the flag to change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/checkpoint.h"
+
+namespace cedar::runtime {
+
+struct MemoryRequest {
+  int64_t budget = 0;        // bytes for the whole process; 0: no budget
+  int parallel = 1;          // sequences held at once (slots)
+  int64_t ctx = 0;           // tokens per sequence; <= 0: the model's max_position_embeddings
+  int64_t prefix_cache = 0;  // bytes the in-memory prefix cache may hold
+  int batch_rows = 512;      // token rows per forward pass (prefill chunk or batched rows)
+};
+
+struct MemoryPlan {
+  int64_t budget = 0;
+  int parallel = 1;
+  int64_t ctx = 0;
+  int64_t checkpoint = 0;      // bytes of every tensor
+  int64_t routed_experts = 0;  // ... of the routed experts (backbone and DSpark stages)
+  int64_t dense = 0;           // checkpoint - routed_experts: always mapped
+  int64_t expert_slot = 0;     // the largest routed expert (one cache slot, rounded)
+  int min_expert_slots = 0;    // experts one token selects in one layer (the least a pass needs)
+  int64_t kv_per_sequence =
+      0;           // compressed KV + index keys for ctx tokens, window and DSpark rings
+  int64_t kv = 0;  // parallel * kv_per_sequence
+  int64_t prefix_cache = 0;
+  int64_t workspace = 0;     // logits, activations and scratch of one pass (an estimate)
+  int64_t expert_cache = 0;  // RAM for routed experts: routed_experts when they all fit
+  bool streamed = false;     // routed experts read from storage into the expert cache
+  std::string refusal;       // empty: the plan fits
+
+  int64_t resident() const { return dense + kv + prefix_cache + workspace + expert_cache; }
+  // The plan as `cedar inspect --plan` prints it (one item a line, sizes in MiB/GiB).
+  std::string describe() const;
+};
+
+MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r);
+
+// "64G", "1.5GiB", "512M", "4096" (bytes) -> bytes (K/M/G/T are powers of 1024); throws
+// std::runtime_error naming `what` on anything else.
+int64_t parse_size(const std::string& s, const std::string& what);
+// 1536 MiB -> "1.50 GiB", 12 MiB -> "12.0 MiB"
+std::string format_bytes(int64_t b);
+
+}  // namespace cedar::runtime

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Routed experts streamed from storage (issue "Beyond RAM"): logits computed with the experts
+# read into a small cache (forward/expert_cache.h) equal the mapped run's bit for bit, in
+# reference mode and with the fast kernels, one-shot, chunked and token by token, with a cache
+# smaller than one pass's experts (groups) and larger; the DSpark draft too. `cedar run` under
+# a --mem-budget that streams the experts prints the same greedy text; a plan that cannot fit is
+# refused with a message naming memory; inside a memory cgroup far smaller than the checkpoint a
+# run completes with the same text (where this machine lets the test make a cgroup).
+source "$(dirname "$0")/lib.sh"
+
+same_file() { cmp -s "$1" "$2" || { echo "  $1 and $2 differ"; return 1; }; }
+
+M="$WORK/small"
+"$CEDAR_BIN" make-model --preset small --seed 4 --out "$M" >/dev/null
+make_ids 4 90 "$WORK/ids.txt"
+for k in ref auto; do
+  for split in "" "--chunk 29" "--decode"; do
+    # shellcheck disable=SC2086
+    "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels $k $split \
+      -o "$WORK/mapped.npy" 2>/dev/null
+    for slots in 2 7 1000; do
+      # shellcheck disable=SC2086
+      "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels $k $split \
+        --expert-slots $slots -o "$WORK/streamed.npy" 2>"$WORK/err.txt"
+      check "logits $k $split, $slots slots" same_file "$WORK/mapped.npy" "$WORK/streamed.npy"
+    done
+  done
+done
+check "the cache reports its reads" grep -q "MiB read in" "$WORK/err.txt"
+
+# the DSpark draft (its stages have routed experts too) on the default (trained) model
+D="${CEDAR_BINARY_DIR:-$CEDAR_SOURCE_DIR/build}/models/default"
+if [ -d "$D" ]; then
+  head_ids "$WORK/ids.txt" 40 "$WORK/ids40.txt"
+  "$CEDAR_BIN" logits -m "$D" --ids-file "$WORK/ids40.txt" --kernels ref -o "$WORK/a.npy" \
+    --draft-out "$WORK/da" 2>/dev/null
+  "$CEDAR_BIN" logits -m "$D" --ids-file "$WORK/ids40.txt" --kernels ref -o "$WORK/b.npy" \
+    --draft-out "$WORK/db" --expert-slots 2 2>/dev/null
+  for f in a.npy da/logits.npy da/confidence.npy da/tokens.npy; do
+    check "default model $f" same_file "$WORK/$f" "$WORK/${f/a/b}"
+  done
+fi
+
+# cedar run under a budget that leaves the experts a few slots: streamed, same text
+plan() { "$CEDAR_BIN" inspect -m "$M" --plan --json --ctx 2048 "$@"; }
+budget=$(plan | "$PY" -c "import json,sys; p=json.load(sys.stdin)
+print(p['dense'] + p['kv'] + p['workspace'] + 3 * p['min_expert_slots'] * p['expert_slot'])")
+plan --mem-budget "$budget" >"$WORK/plan.json"
+check "inspect --plan streams under $budget bytes" \
+  "$PY" -c "import json,sys; p=json.load(open(sys.argv[1])); sys.exit(0 if p['streamed'] else 1)" \
+  "$WORK/plan.json"
+P="In the beginning God created the heaven and the earth."
+"$CEDAR_BIN" run -m "$M" --raw -p "$P" -n 24 --temp 0 -c 2048 >"$WORK/run_mapped.txt" 2>/dev/null
+"$CEDAR_BIN" run -m "$M" --raw -p "$P" -n 24 --temp 0 -c 2048 --mem-budget "$budget" \
+  >"$WORK/run_streamed.txt" 2>"$WORK/run_err.txt"
+check "run --mem-budget: same greedy text" same_file "$WORK/run_mapped.txt" "$WORK/run_streamed.txt"
+check "run --mem-budget says it streams" grep -q "streamed from storage" "$WORK/run_err.txt"
+
+# admission: a plan that cannot fit is refused before serving, with the numbers
+refused() {  # refused CMD...: exit status non-zero and a message naming memory and the flag
+  if "$@" >"$WORK/out.txt" 2>&1; then echo "  accepted: $*"; return 1; fi
+  grep -q "memory: the plan needs .* --mem-budget is" "$WORK/out.txt" ||
+    { echo "  no memory message:"; cat "$WORK/out.txt"; return 1; }
+}
+check "serve refuses 64 x 1M tokens in 1G" refused timeout 120 "$CEDAR_BIN" serve -m "$M" \
+  --port 0 --mem-budget 1G -c 1048576 --parallel 64
+check "run refuses a budget below the dense weights" refused "$CEDAR_BIN" run -m "$M" --raw \
+  -p "$P" -n 4 --mem-budget 64M
+check "inspect --plan exits 1 on a refused plan" refused plan --mem-budget 64M
+if "$CEDAR_BIN" run -m "$M" --raw -p "$P" --mem-budget 12Q >"$WORK/out.txt" 2>&1; then
+  FAILS=$((FAILS + 1)); echo "  ^ failed: a malformed --mem-budget was accepted"
+else
+  check "a malformed --mem-budget is named" grep -q "mem-budget must be a size" "$WORK/out.txt"
+fi
+
+# a memory cgroup of 40% of the checkpoint (cgroup v1 or v2, where this user may make one)
+ck_bytes=$(du -b "$M/model.safetensors" | cut -f1)
+limit=$((ck_bytes * 2 / 5))
+cg=""
+for base in /sys/fs/cgroup/memory /sys/fs/cgroup; do
+  if [ -w "$base" ] && mkdir "$base/cedar-test-$$" 2>/dev/null; then cg="$base/cedar-test-$$"; break; fi
+done
+if [ -n "$cg" ]; then
+  if [ -e "$cg/memory.limit_in_bytes" ]; then echo "$limit" >"$cg/memory.limit_in_bytes"
+  else echo "$limit" >"$cg/memory.max"; fi
+  sync && echo 1 >/proc/sys/vm/drop_caches 2>/dev/null || true
+  set +e
+  bash -c "echo \$\$ >'$cg/cgroup.procs' && exec '$CEDAR_BIN' run -m '$M' --raw -p '$P' -n 24 \
+    --temp 0 -c 2048 --mem-budget $budget" >"$WORK/run_cg.txt" 2>"$WORK/cg_err.txt"
+  rc=$?
+  set -e
+  rmdir "$cg" 2>/dev/null || true
+  check "in a ${limit}-byte cgroup: exit 0 (got $rc)" test "$rc" -eq 0
+  check "in a ${limit}-byte cgroup: same greedy text" same_file "$WORK/run_mapped.txt" \
+    "$WORK/run_cg.txt"
+else
+  echo "  (no memory cgroup can be made here: the cgroup run is not tested)"
+fi
+finish

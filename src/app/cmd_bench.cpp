@@ -117,17 +117,19 @@ json machine_json(const Machine& m) {
 }
 
 // The storage probe of a streamed run: up to 512 MiB of the shard that holds the first routed
-// expert, from the start of the file.
+// expert or Engram table, from the start of the file.
 bench::Probe storage_probe(const Checkpoint& ck, int passes) {
   for (const auto& [name, t] : ck.tensors()) {
-    if (name.find(".ffn.experts.") == std::string::npos) continue;
+    if (name.find(".ffn.experts.") == std::string::npos &&
+        name.find(".engram.embed.") == std::string::npos)
+      continue;
     const auto where = ck.locate(t.data, t.nbytes);
     if (!where) continue;
     const uint64_t size = std::filesystem::file_size(where->path);
     return bench::measure_storage_read(where->path, 0, std::min<uint64_t>(size, 512ull << 20),
                                        passes);
   }
-  throw std::runtime_error("bench: no routed expert tensor is in a mapped shard");
+  throw std::runtime_error("bench: no streamed tensor is in a mapped shard");
 }
 
 // A streamed decode against its storage-bound roofline: a token costs the bytes it read from
@@ -136,27 +138,35 @@ struct StorageDecode {
   json j;
   std::string line;
 };
-StorageDecode storage_decode(const ExpertCacheStats& a, const ExpertCacheStats& b, int64_t steps,
+StorageDecode storage_decode(const ExpertCacheStats& a, const ExpertCacheStats& b,
+                             const EngramStoreStats& ea, const EngramStoreStats& eb, int64_t steps,
                              double tok_s, double mem_bytes, const bench::Probe& bw,
                              const bench::Probe& storage) {
   const double per = 1.0 / double(std::max<int64_t>(1, steps));
-  const double read = double(b.bytes_read - a.bytes_read) * per;
+  const double engram_read = double(eb.bytes_read - ea.bytes_read) * per;
+  const double read = double(b.bytes_read - a.bytes_read) * per + engram_read;
   const int64_t look = b.lookups - a.lookups;
   const double hit = look ? double(b.hits - a.hits) / double(look) : 0.0;
   const double roof = 1.0 / (read / storage.median + mem_bytes / bw.median);
   StorageDecode r;
-  r.j = {{"bytes_read_per_token", read},
-         {"reads_per_token", double(b.reads - a.reads) * per},
-         {"read_s_per_token", (b.read_seconds - a.read_seconds) * per},
-         {"hit_rate", hit},
-         {"storage_gb_s", storage.median / 1e9},
-         {"roofline_tokens_per_s", roof},
-         {"ratio_storage_roofline", tok_s / roof}};
+  r.j = {
+      {"bytes_read_per_token", read},
+      {"engram_bytes_read_per_token", engram_read},
+      {"engram_row_hit_rate",
+       eb.lookups > ea.lookups ? double(eb.hits - ea.hits) / double(eb.lookups - ea.lookups) : 0.0},
+      {"reads_per_token", double(b.reads - a.reads) * per},
+      {"read_s_per_token", (b.read_seconds - a.read_seconds) * per},
+      {"hit_rate", hit},
+      {"storage_gb_s", storage.median / 1e9},
+      {"roofline_tokens_per_s", roof},
+      {"ratio_storage_roofline", tok_s / roof}};
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "  %-7s experts streamed: %.2f MB read from storage per token (hit rate %.3f), "
-                "storage %.2f GB/s -> roofline %.2f tok/s, achieved %.1f%%\n",
-                "", read / 1e6, hit, storage.median / 1e9, roof, 100.0 * tok_s / roof);
+                "  %-7s streamed: %.2f MB read from storage per token (expert hit rate %.3f, "
+                "%.1f ms/token waiting for reads), storage %.2f GB/s -> roofline %.2f tok/s, "
+                "achieved %.1f%%\n",
+                "", read / 1e6, hit, 1e3 * (b.wait_seconds - a.wait_seconds) * per,
+                storage.median / 1e9, roof, 100.0 * tok_s / roof);
   r.line = buf;
   return r;
 }
@@ -304,8 +314,10 @@ int cmd_bench(int argc, char** argv) {
   const bench::Probe& fma = machine.fma;
   const bench::Probe& refp = machine.kern;
   const ExpertCache* experts = engine->expert_cache();
+  const EngramStore* engram = engine->engram_store();
+  const bool streamed = experts || engram;
   bench::Probe storage;
-  if (experts) storage = storage_probe(engine->checkpoint(), int(passes));
+  if (streamed) storage = storage_probe(engine->checkpoint(), int(passes));
 
   const int64_t V = cfg.vocab_size;
   std::vector<float> logits(static_cast<size_t>(V));  // kLast: one row
@@ -380,6 +392,7 @@ int cmd_bench(int argc, char** argv) {
     dopt.logits = LogitsWanted::kLast;
     std::vector<double> step_s;
     const ExpertCacheStats cache0 = experts ? experts->stats() : ExpertCacheStats{};
+    const EngramStoreStats rows0 = engram ? engram->stats() : EngramStoreStats{};
     for (long long g = 0; g < gen; ++g) {
       const auto t0 = Clock::now();
       model.forward(st, &tok, 1, st.n_tokens, dopt, logits.data());
@@ -441,9 +454,11 @@ int cmd_bench(int argc, char** argv) {
                     {"ratio_kernel_gemm_peak", dec_fl_s / refp.median},
                     {"achieved_gb_s", achieved_bw / 1e9},
                     {"ratio_bandwidth", achieved_bw / bw.median}};
-    if (experts) {
+    if (streamed) {
       const StorageDecode sd =
-          storage_decode(cache0, experts->stats(), gen, dec_tok_s, double(tr.total()), bw, storage);
+          storage_decode(cache0, experts ? experts->stats() : ExpertCacheStats{}, rows0,
+                         engram ? engram->stats() : EngramStoreStats{}, gen, dec_tok_s,
+                         double(tr.total()), bw, storage);
       rj["decode"]["storage"] = sd.j;
       table += sd.line;
     }
@@ -565,7 +580,7 @@ int cmd_bench(int argc, char** argv) {
                 {"kernels", std::string(engine->kernels().name)},
                 {"kernels_line", describe_kernels(engine->kernels())},
                 {"machine", machine_json(machine)},
-                {"storage_read", experts ? probe_json(storage, "GB/s", 1e9) : json(nullptr)},
+                {"storage_read", streamed ? probe_json(storage, "GB/s", 1e9) : json(nullptr)},
                 {"runs", runs},
                 {"batched_decode", batch_runs},
                 {"speculative", want_spec ? spec.json : json()}};

@@ -21,6 +21,7 @@
 #include "base/args.h"
 #include "base/npy.h"
 #include "base/thread_pool.h"
+#include "forward/engram_store.h"
 #include "forward/expert_cache.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
@@ -72,6 +73,9 @@ int cmd_logits(int argc, char** argv) {
                         "read the routed experts from the shards into an N-slot cache instead of "
                         "mapping them (tests of the expert cache)"},
                        {"expert-policy", "", true, "--expert-slots eviction: lfu (default) or lru"},
+                       {"engram-cache", "", true,
+                        "read the Engram tables' rows from the shards through a row cache of "
+                        "this many KiB instead of mapping them (tests of the Engram store)"},
                        {"threads", "t", true, "worker threads (default: all cores)"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
@@ -133,6 +137,14 @@ int cmd_logits(int argc, char** argv) {
                                             eviction_policy_from(args.get("expert-policy", "lfu")));
     model.set_expert_source(experts.get());
   }
+  std::unique_ptr<EngramStore> engram;
+  if (args.has("engram-cache")) {
+    const long long kib = args.get_int("engram-cache", 0);
+    if (kib < 1 || kib > (1ll << 30))
+      throw std::runtime_error("--engram-cache must be a positive number of KiB");
+    engram = std::make_unique<EngramStore>(*ckpt, cfg, model.weights(), size_t(kib) << 10);
+    model.set_engram_store(engram.get());
+  }
   SequenceState st = model.new_state();
 
   const int64_t T = int64_t(ids.size()), V = cfg.vocab_size;
@@ -176,9 +188,15 @@ int cmd_logits(int argc, char** argv) {
     const ExpertCacheStats s = experts->stats();
     std::fprintf(stderr,
                  "cedar logits: expert cache %d slots: %lld lookups, hit rate %.3f, %lld "
-                 "evictions, %.1f MiB read in %lld reads\n",
+                 "evictions, %lld prefetched, %.1f MiB read in %lld reads, %.3f s waiting\n",
                  experts->capacity(), (long long)s.lookups, s.hit_rate(), (long long)s.evictions,
-                 double(s.bytes_read) / double(1 << 20), (long long)s.reads);
+                 (long long)s.prefetched, double(s.bytes_read) / double(1 << 20),
+                 (long long)s.reads, s.wait_seconds);
+  }
+  if (engram) {
+    const EngramStoreStats s = engram->stats();
+    std::fprintf(stderr, "cedar logits: Engram store: %lld row lookups, %lld hits, %lld reads\n",
+                 (long long)s.lookups, (long long)s.hits, (long long)s.reads);
   }
   return 0;
 }

@@ -47,13 +47,16 @@ runtime::MemoryRequest memory_request(const Args& args, int parallel, int64_t ct
 std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
                                              bool prefetch) {
   auto engine = runtime::Engine::load(opt);
-  if (const ExpertCache* c = engine->expert_cache()) {
-    // the dense weights page in as they are used; reading the whole mapping would pull the
-    // streamed experts into the page cache too
+  const runtime::MemoryPlan& plan = engine->memory_plan();
+  if (plan.engram_streamed)
+    std::fprintf(stderr, "%s: Engram tables read from storage row by row (%.1f MiB row cache)\n",
+                 who, double(plan.engram_cache) / double(1 << 20));
+  if (const ExpertCache* c = engine->expert_cache())
     std::fprintf(stderr, "%s: routed experts streamed from storage: %d cache slots of %.1f MiB\n",
                  who, c->capacity(), double(c->slot_bytes()) / double(1 << 20));
-    return engine;
-  }
+  // the dense weights page in as they are used: reading the whole mapping would pull the
+  // streamed tensors into the page cache too
+  if (plan.engram_streamed || plan.streamed) return engine;
   if (!prefetch) return engine;
   const size_t bytes = engine->checkpoint().mapped_bytes();
   const size_t avail = available_memory_bytes();

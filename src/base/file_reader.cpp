@@ -44,3 +44,9 @@ void FileReader::drop_cached(uint64_t offset, size_t n) const {
 }
 
 }  // namespace cedar
+
+namespace cedar {
+
+void FileReader::advise_random() const { (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM); }
+
+}  // namespace cedar

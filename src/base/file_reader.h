@@ -25,6 +25,8 @@ class FileReader {
   // Asks the kernel to drop its cached pages of the range (the caller keeps its own copy, so
   // the page cache would only double the footprint).
   void drop_cached(uint64_t offset, size_t n) const;
+  // Tells the kernel that reads are random (no read-ahead): small row reads from a huge table.
+  void advise_random() const;
 
  private:
   FileReader() = default;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/scratch.h"
+#include "forward/engram_store.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 #include "numerics/fp8.h"
@@ -41,15 +42,26 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows) const
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size, ehd = layout_.head_dim;
   const int nc = layout_.n_cols(), width = nc * ehd;
   const float eps = float(cfg_.rms_norm_eps);
-  // gather and dequantize the rows (exact in bf16), concatenated in (order, head) order
+  // gather and dequantize the rows (exact in bf16), concatenated in (order, head) order; from
+  // the mapped table, or read from storage into a copy (forward/engram_store.h)
+  const size_t nr = size_t(n) * size_t(nc);
+  Scratch<uint8_t> codes, scales;
+  if (ctx.engram) {
+    codes.resize(nr * size_t(ehd));
+    scales.resize(nr * size_t(ehd / 32));
+    ctx.engram->gather(index_, rows, int(nr), codes.data(), scales.data());
+  }
   Scratch<float> E(size_t(n) * size_t(width));
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < nc; ++c) {
-      const int64_t row = rows[size_t(i) * nc + c];
+      const size_t k = size_t(i) * nc + c;
+      const int64_t row = rows[k];
       if (row < 0 || row >= w_.engram_rows)
         throw std::runtime_error("engram row id " + std::to_string(row) + " out of range");
-      const uint8_t* v = w_.engram_table + size_t(row) * ehd;
-      const uint8_t* s = w_.engram_table_scale + size_t(row) * (ehd / 32);
+      const uint8_t* v =
+          ctx.engram ? codes.data() + k * size_t(ehd) : w_.engram_table + size_t(row) * ehd;
+      const uint8_t* s = ctx.engram ? scales.data() + k * size_t(ehd / 32)
+                                    : w_.engram_table_scale + size_t(row) * (ehd / 32);
       float* out = E.data() + size_t(i) * width + size_t(c) * ehd;
       for (int d = 0; d < ehd; ++d) out[d] = fmath::e4m3(v[d]) * fmath::ue8m0(s[d / 32]);
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,9 @@ namespace cedar {
 namespace {
 
 constexpr size_t kAlign = 64;
+// Reads in flight at once: an SSD serves several requests in parallel (queue depth), and a
+// thread blocked in pread costs no compute.
+constexpr int kIoThreads = 4;
 
 // One tensor of an expert: which field it is, where it is mapped, how long.
 struct Piece {
@@ -55,9 +59,18 @@ ExpertCache::ExpertCache(const Checkpoint& ck, const ModelWeights& w, size_t bud
   arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, size_t(n_slots_) * slot_bytes_));
   if (!arena_) throw std::runtime_error("expert cache: cannot allocate its slots");
   slots_.resize(size_t(n_slots_));
+  for (int i = 0; i < kIoThreads; ++i) io_.emplace_back([this] { io_loop(); });
 }
 
-ExpertCache::~ExpertCache() { std::free(arena_); }
+ExpertCache::~ExpertCache() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  io_cv_.notify_all();
+  for (std::thread& t : io_) t.join();
+  std::free(arena_);
+}
 
 // Every routed expert of one MoE layer: its tensors located in the shards and grouped into runs
 // of adjacent bytes, each run placed in the slot at the file offset's residue modulo 64.
@@ -113,91 +126,175 @@ void ExpertCache::add_layer(const Checkpoint& ck, const LayerWeights& lw) {
   }
 }
 
-// The slot to evict among those holding no pinned expert (-1: every slot is pinned): a free
-// one, else the least used (LFU) or least recent (LRU; the tie-break of LFU).
+// The slot to evict among those neither pinned nor loading (-1: none): a free one, else the
+// least used (LFU) or least recent (LRU; LFU's tie-break), a fresh prefetch only when nothing
+// else is left.
 int ExpertCache::victim() const {
   int best = -1;
-  uint32_t best_uses = 0;
-  uint64_t best_last = 0;
+  uint64_t best_key[3] = {};
   for (int i = 0; i < n_slots_; ++i) {
     const Slot& s = slots_[size_t(i)];
     if (s.layer < 0) return i;
     const Expert& e = layers_[size_t(s.layer)][size_t(s.id)];
-    if (e.pins > 0) continue;
-    const uint32_t uses = policy_ == EvictionPolicy::kLfu ? e.uses : 0;
-    if (best < 0 || uses < best_uses || (uses == best_uses && s.last_use < best_last)) {
+    if (e.pins > 0 || s.loading) continue;
+    const uint64_t key[3] = {uint64_t(s.fresh),
+                             policy_ == EvictionPolicy::kLfu ? uint64_t(e.uses) : 0, s.last_use};
+    if (best < 0 || std::lexicographical_compare(key, key + 3, best_key, best_key + 3)) {
       best = i;
-      best_uses = uses;
-      best_last = s.last_use;
+      std::copy(key, key + 3, best_key);
     }
   }
   return best;
 }
 
-void ExpertCache::load(Expert& e, int layer, int id, int slot) {
-  Slot& s = slots_[size_t(slot)];
+int ExpertCache::start_read(int layer, int id) {
+  const int v = victim();
+  if (v < 0) return -1;
+  Slot& s = slots_[size_t(v)];
   if (s.layer >= 0) {
     layers_[size_t(s.layer)][size_t(s.id)].slot = -1;
     ++stats_.evictions;
   }
-  s.layer = -1;  // until the reads succeed
-  uint8_t* base = arena_ + size_t(slot) * slot_bytes_;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const Run& r : e.runs) {
-    const FileReader& f = *files_[size_t(r.file)];
-    f.read(r.offset, r.n, base + r.at);
-    f.drop_cached(r.offset, r.n);
-    stats_.bytes_read += int64_t(r.n);
-    ++stats_.reads;
-  }
-  stats_.read_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  s.w = e.bound;
-  for (int p = 0; p < 3; ++p) {
-    Linear& L = proj_of(s.w, p);
-    L.w = base + e.field_at[2 * p];
-    if (L.scale) L.scale = base + e.field_at[2 * p + 1];
-  }
   s.layer = layer;
   s.id = id;
-  e.slot = slot;
+  s.loading = true;
+  s.fresh = false;
+  s.last_use = clock_;
+  Expert& e = layers_[size_t(layer)][size_t(id)];
+  e.slot = v;
+  e.error = nullptr;
+  queue_.push_back(v);
+  io_cv_.notify_one();
+  return v;
+}
+
+// One I/O thread: reads queued slots outside the lock; a failed read frees its slot and leaves
+// the error with the expert for the acquire() waiting on it.
+void ExpertCache::io_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    io_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    const int slot = queue_.front();
+    queue_.pop_front();
+    Slot& s = slots_[size_t(slot)];
+    Expert& e = layers_[size_t(s.layer)][size_t(s.id)];
+    uint8_t* base = arena_ + size_t(slot) * slot_bytes_;
+    lk.unlock();
+    std::exception_ptr err;
+    int64_t bytes = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      for (const Run& r : e.runs) {  // runs are immutable after construction
+        const FileReader& f = *files_[size_t(r.file)];
+        f.read(r.offset, r.n, base + r.at);
+        f.drop_cached(r.offset, r.n);
+        bytes += int64_t(r.n);
+      }
+    } catch (...) {
+      err = std::current_exception();
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lk.lock();
+    stats_.read_seconds += secs;
+    stats_.bytes_read += bytes;
+    stats_.reads += int64_t(e.runs.size());
+    if (err) {
+      e.error = err;
+      e.slot = -1;
+      s.layer = s.id = -1;
+    } else {
+      s.w = e.bound;
+      for (int p = 0; p < 3; ++p) {
+        Linear& L = proj_of(s.w, p);
+        L.w = base + e.field_at[2 * p];
+        if (L.scale) L.scale = base + e.field_at[2 * p + 1];
+      }
+    }
+    s.loading = false;
+    done_cv_.notify_all();
+  }
+}
+
+void ExpertCache::prefetch(int layer, const int* ids, int n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (layer < 0 || size_t(layer) >= layers_.size()) return;
+  std::vector<Expert>& L = layers_[size_t(layer)];
+  for (int i = 0; i < std::min(n, n_slots_); ++i) {
+    if (ids[i] < 0 || size_t(ids[i]) >= L.size()) return;
+    Expert& e = L[size_t(ids[i])];
+    if (e.runs.empty() || e.slot >= 0) continue;
+    const int v = start_read(layer, ids[i]);
+    if (v < 0) return;
+    slots_[size_t(v)].fresh = true;
+  }
 }
 
 void ExpertCache::acquire(int layer, const int* ids, int n, const ExpertWeights** out) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   if (layer < 0 || size_t(layer) >= layers_.size() || n > n_slots_)
     throw std::runtime_error("expert cache: acquire of " + std::to_string(n) +
                              " experts of layer " + std::to_string(layer) + " (capacity " +
                              std::to_string(n_slots_) + ")");
   std::vector<Expert>& L = layers_[size_t(layer)];
-  int done = 0;
-  try {
-    for (; done < n; ++done) {
-      Expert& e = L.at(size_t(ids[done]));
-      ++stats_.lookups;
-      ++e.uses;
-      if (++clock_ % (uint64_t(n_slots_) * 8) == 0)
-        for (auto& layer : layers_)
-          for (Expert& x : layer) x.uses /= 2;
-      if (e.runs.empty()) {
-        out[done] = &e.bound;
+  for (int i = 0; i < n; ++i)
+    if (ids[i] < 0 || size_t(ids[i]) >= L.size())
+      throw std::runtime_error("expert cache: layer " + std::to_string(layer) + " has no expert " +
+                               std::to_string(ids[i]));
+  int pinned = 0;
+  auto unpin = [&] {
+    for (int i = 0; i < pinned; ++i) --L[size_t(ids[i])].pins;
+  };
+  // pin every expert, starting the reads of those not in a slot
+  for (; pinned < n; ++pinned) {
+    Expert& e = L[size_t(ids[pinned])];
+    ++stats_.lookups;
+    ++e.uses;
+    if (++clock_ % (uint64_t(n_slots_) * 8) == 0)
+      for (auto& layer_experts : layers_)
+        for (Expert& x : layer_experts) x.uses /= 2;
+    if (!e.runs.empty()) {
+      if (e.slot >= 0 && slots_[size_t(e.slot)].fresh) {
+        slots_[size_t(e.slot)].fresh = false;
+        ++stats_.prefetched;
+      } else if (e.slot >= 0) {
         ++stats_.hits;
-      } else {
-        if (e.slot >= 0) {
-          ++stats_.hits;
-        } else {
-          const int v = victim();
-          if (v < 0) throw std::runtime_error("expert cache: every slot is pinned");
-          load(e, layer, ids[done], v);
-        }
-        slots_[size_t(e.slot)].last_use = clock_;
-        out[done] = &slots_[size_t(e.slot)].w;
+      } else if (start_read(layer, ids[pinned]) < 0) {
+        unpin();
+        throw std::runtime_error("expert cache: every slot is pinned");
       }
-      ++e.pins;
+      slots_[size_t(e.slot)].last_use = clock_;
+    } else {
+      ++stats_.hits;
     }
-  } catch (...) {
-    for (int i = 0; i < done; ++i) --L[size_t(ids[i])].pins;
-    throw;
+    ++e.pins;
+  }
+  // wait for the reads still in flight
+  auto in_flight = [&] {
+    for (int i = 0; i < n; ++i) {
+      const Expert& e = L[size_t(ids[i])];
+      if (e.slot >= 0 && slots_[size_t(e.slot)].loading) return true;
+    }
+    return false;
+  };
+  if (in_flight()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    done_cv_.wait(lk, [&] { return !in_flight(); });
+    stats_.wait_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  for (int i = 0; i < n; ++i) {
+    Expert& e = L[size_t(ids[i])];
+    if (!e.error) continue;
+    std::exception_ptr err = e.error;
+    for (int j = 0; j < n; ++j) L[size_t(ids[j])].error = nullptr;
+    unpin();
+    std::rethrow_exception(err);
+  }
+  for (int i = 0; i < n; ++i) {
+    const Expert& e = L[size_t(ids[i])];
+    out[i] = e.runs.empty() ? &e.bound : &slots_[size_t(e.slot)].w;
   }
 }
 

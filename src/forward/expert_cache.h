@@ -10,14 +10,21 @@
 //
 // A slot holds one expert's w1, w2 and w3 with their scales, laid out as the file lays them out
 // (runs of adjacent tensors read with one pread, each run placed at the same offset modulo 64 as
-// in the file, so the kernels see the alignment the mapping gave them). Thread-safe.
+// in the file, so the kernels see the alignment the mapping gave them). The reads run on a few
+// I/O threads (pread blocks in the kernel, so they cost no compute): prefetch() queues the
+// missing experts right after the router and returns, the shared expert computes meanwhile, and
+// acquire() waits only for what is still in flight. Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/file_reader.h"
@@ -33,7 +40,9 @@ struct ExpertCacheStats {
   int64_t evictions = 0;  // misses that replaced another expert
   int64_t bytes_read = 0;
   int64_t reads = 0;          // pread runs
-  double read_seconds = 0.0;  // wall time spent reading
+  int64_t prefetched = 0;     // misses whose read a prefetch() had started
+  double read_seconds = 0.0;  // I/O threads' time in reads (summed over threads)
+  double wait_seconds = 0.0;  // acquire()'s time waiting for reads: the stall the forward sees
   double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
 };
 
@@ -53,6 +62,7 @@ class ExpertCache final : public ExpertSource {
   int capacity() const override { return n_slots_; }
   void acquire(int layer, const int* ids, int n, const ExpertWeights** out) override;
   void release(int layer, const int* ids, int n) override;
+  void prefetch(int layer, const int* ids, int n) override;
 
   size_t slot_bytes() const { return slot_bytes_; }
   // Bytes of every routed expert on disk (what an all-resident run maps).
@@ -71,19 +81,25 @@ class ExpertCache final : public ExpertSource {
     ExpertWeights bound;      // as bound at load (pointers into the mapping)
     std::vector<Run> runs;    // empty: copied at load (served from `bound`)
     size_t field_at[6] = {};  // slot offsets of w1, w1 scale, w2, w2 scale, w3, w3 scale
-    int slot = -1;
+    int slot = -1;            // holding it, or reading it
     int pins = 0;
-    uint32_t uses = 0;  // lookups since the last halving (LFU)
+    uint32_t uses = 0;         // lookups since the last halving (LFU)
+    std::exception_ptr error;  // its last read failed (reported by the next acquire)
   };
   struct Slot {
     int layer = -1, id = -1;  // the expert it holds (-1: free)
     ExpertWeights w;          // that expert's weights pointing into this slot
     uint64_t last_use = 0;    // lookup clock
+    bool loading = false;     // its read is queued or in flight
+    bool fresh = false;       // read by a prefetch, not acquired yet (kept unless nothing else)
   };
 
   void add_layer(const Checkpoint& ck, const LayerWeights& lw);
-  void load(Expert& e, int layer, int id, int slot);
   int victim() const;
+  // A slot for expert `id` of `layer` (evicting by the policy) with its read queued; -1 when
+  // every slot is pinned or loading. Under mu_.
+  int start_read(int layer, int id);
+  void io_loop();
 
   std::vector<std::unique_ptr<FileReader>> files_;
   std::vector<std::vector<Expert>> layers_;
@@ -95,6 +111,10 @@ class ExpertCache final : public ExpertSource {
   EvictionPolicy policy_;
   uint64_t clock_ = 0;  // lookups so far
   mutable std::mutex mu_;
+  std::condition_variable io_cv_, done_cv_;
+  std::deque<int> queue_;  // slots to read
+  bool stop_ = false;
+  std::vector<std::thread> io_;
   ExpertCacheStats stats_;
 };
 

@@ -3,7 +3,8 @@
 // Otherwise MoE::forward asks the source for the experts a pass selected, in groups of at most
 // capacity(), right after the router, and releases each group after its GEMMs
 // (forward/expert_cache.h reads them from the checkpoint's files into a RAM-budgeted cache).
-// The bytes are the checkpoint's either way, so the products are the same bit for bit.
+// The bytes are the checkpoint's either way, so the products are the same bit for bit. Calls
+// come from one forward at a time.
 #pragma once
 
 namespace cedar {
@@ -21,6 +22,10 @@ class ExpertSource {
   // error; nothing is acquired then.
   virtual void acquire(int layer, const int* ids, int n, const ExpertWeights** out) = 0;
   virtual void release(int layer, const int* ids, int n) = 0;
+  // A hint that acquire(layer, ids, n) follows soon (right after the router, before the shared
+  // expert runs): reads of the missing experts may start now. Never throws; a read error
+  // surfaces at acquire().
+  virtual void prefetch(int /*layer*/, const int* /*ids*/, int /*n*/) {}
 };
 
 }  // namespace cedar

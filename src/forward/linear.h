@@ -16,11 +16,14 @@
 
 namespace cedar {
 
+class EngramStore;
+
 // What every module needs to run kernels: the chosen table and the pool.
 struct Ctx {
   const KernelTable& k;
   ThreadPool& pool;
   ExpertSource* experts = nullptr;  // routed experts not resident (forward/expert_source.h)
+  EngramStore* engram = nullptr;    // Engram tables not resident (forward/engram_store.h)
 };
 
 enum class LinearOut {

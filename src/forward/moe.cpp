@@ -136,24 +136,33 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   if (!ctx.experts) {
     run(0, jobs.size());
   } else {
-    // streamed experts: groups of at most the source's capacity, each pinned for its GEMMs
-    // (the shared expert, resident, runs with the last group)
+    // streamed experts: groups of at most the source's capacity, each pinned for its GEMMs;
+    // the first group's reads start now and overlap the shared expert (resident), which runs
+    // first (the output sums keep their order: they run after every group)
     const size_t cap = size_t(ctx.experts->capacity());
-    for (size_t b = 0; b < routed || b == 0; b += cap) {
-      const size_t e = std::min(routed, b + cap);
+    auto ids_of = [&](size_t b, size_t e) {
       Scratch<int> ids;
-      Scratch<const ExpertWeights*> ws(e - b);
       for (size_t k = b; k < e; ++k) ids.push_back(int(jobs[k].w - w_.experts.data()));
+      return ids;
+    };
+    {
+      const Scratch<int> first = ids_of(0, std::min(routed, cap));
+      ctx.experts->prefetch(layer_, first.data(), int(first.size()));
+    }
+    run(routed, jobs.size());
+    for (size_t b = 0; b < routed; b += cap) {
+      const size_t e = std::min(routed, b + cap);
+      const Scratch<int> ids = ids_of(b, e);
+      Scratch<const ExpertWeights*> ws(e - b);
       ctx.experts->acquire(layer_, ids.data(), int(ids.size()), ws.data());
       for (size_t k = b; k < e; ++k) jobs[k].w = ws[k - b];
       try {
-        run(b, e == routed ? jobs.size() : e);
+        run(b, e);
       } catch (...) {
         ctx.experts->release(layer_, ids.data(), int(ids.size()));
         throw;
       }
       ctx.experts->release(layer_, ids.data(), int(ids.size()));
-      if (e == routed) break;
     }
   }
 

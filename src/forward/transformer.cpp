@@ -69,7 +69,7 @@ Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, Thr
 
 Draft Transformer::draft(const SequenceState& state, int32_t anchor) const {
   if (!dspark_) throw std::runtime_error("draft: the model has no DSpark stages");
-  const Ctx ctx{k_, pool_, experts_};
+  const Ctx ctx{k_, pool_, experts_, engram_};
   return dspark_->draft(ctx, state, anchor);
 }
 
@@ -165,14 +165,14 @@ LayerIO Transformer::layer_input(const int32_t* ids, int n, int64_t p0,
 void Transformer::run_layer(int l, const KernelTable& k, LayerIO& io, ForwardPass& fp) const {
   if (l < 0 || l >= cfg_.num_hidden_layers || fp.n != io.n || fp.p0 != io.p0)
     throw std::runtime_error("run_layer: layer or rows do not match");
-  const Ctx ctx{k, pool_, experts_};
+  const Ctx ctx{k, pool_, experts_, engram_};
   if (engrams_[size_t(l)])
     engrams_[size_t(l)]->forward(ctx, io.h.data(), io.n, io.engram_rows[size_t(l)].data());
   blocks_[size_t(l)]->forward(ctx, io.h.data(), io.pre.data(), fp);
 }
 
 void Transformer::final_logits(const KernelTable& k, const LayerIO& io, float* logits) const {
-  const Ctx ctx{k, pool_, experts_};
+  const Ctx ctx{k, pool_, experts_, engram_};
   std::vector<float> xn;
   head(ctx, io.h.data(), io.pre.data(), io.n, logits, xn);
 }
@@ -300,7 +300,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   }
   if (mem.empty()) return;
 
-  const Ctx ctx{k_, pool_, experts_};
+  const Ctx ctx{k_, pool_, experts_, engram_};
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size, W = cfg_.sliding_window;
   const int L = cfg_.num_hidden_layers;
   const size_t HD = size_t(hc) * D;
@@ -580,7 +580,7 @@ int64_t Transformer::replay(SequenceState& st, std::span<const int32_t> ids,
   std::vector<std::vector<int64_t>> erows;
   engram_rows(rid, n, s, hist_mapped.data(), int(hist_mapped.size()), erows);
 
-  const Ctx ctx{k_, pool_, experts_};
+  const Ctx ctx{k_, pool_, experts_, engram_};
   ForwardPass fp(cfg_, st, n, s);
   fp.dump = &dump_;
   fp.win_start = s;

@@ -102,6 +102,8 @@ class Transformer {
   // From now on the routed experts come from `src` (forward/expert_source.h; nullptr: the
   // mapped weights). Call before any forward; the source must outlive the forwards.
   void set_expert_source(ExpertSource* src) { experts_ = src; }
+  // Likewise for the Engram tables (forward/engram_store.h; nullptr: the mapped tables).
+  void set_engram_store(EngramStore* store) { engram_ = store; }
   SequenceState new_state() const { return SequenceState(cfg_); }
 
   // The drafter (nullptr: the checkpoint has no DSpark stages) and one draft cycle after the
@@ -181,6 +183,7 @@ class Transformer {
   ThreadPool& pool_;
   ModelWeights w_;
   ExpertSource* experts_ = nullptr;
+  EngramStore* engram_ = nullptr;
   EngramLayout layout_;
   std::vector<int32_t> token_map_;
   int32_t engram_pad_ = 0;

@@ -41,6 +41,11 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
         *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots);
     e->model_->set_expert_source(e->experts_.get());
   }
+  if (e->plan_.engram_streamed) {
+    e->engram_ = std::make_unique<EngramStore>(*e->ckpt_, cfg, e->model_->weights(),
+                                               size_t(e->plan_.engram_cache));
+    e->model_->set_engram_store(e->engram_.get());
+  }
 
   // v41-interface §2.5: stop on EOS; <｜User｜>/<｜Assistant｜> never belong inside an answer,
   // so they end it too (the `dsv4_multi_eos` safety some V4 servers use).

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "forward/engram_store.h"
 #include "forward/expert_cache.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
@@ -66,6 +67,8 @@ class Engine {
   const MemoryPlan& memory_plan() const { return plan_; }
   // The expert cache when the plan streams the routed experts (nullptr: all mapped).
   const ExpertCache* expert_cache() const { return experts_.get(); }
+  // The Engram row store when the plan reads the Engram tables from storage (nullptr: mapped).
+  const EngramStore* engram_store() const { return engram_.get(); }
   ThreadPool& pool() { return *pool_; }
   std::mutex& forward_mutex() { return forward_mu_; }
 
@@ -106,7 +109,8 @@ class Engine {
   std::unique_ptr<text::Tokenizer> tok_;
   std::unique_ptr<ThreadPool> pool_;
   MemoryPlan plan_;
-  std::unique_ptr<ExpertCache> experts_;  // before model_: outlives its forwards
+  std::unique_ptr<ExpertCache> experts_;  // before model_: outlive its forwards
+  std::unique_ptr<EngramStore> engram_;
   std::unique_ptr<Transformer> model_;
   const KernelTable* kernels_ = nullptr;
   std::vector<int32_t> stop_ids_;

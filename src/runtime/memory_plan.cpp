@@ -14,6 +14,8 @@ namespace cedar::runtime {
 namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
+// the row cache of streamed Engram tables (a token reads ~50 rows of a few hundred bytes)
+constexpr int64_t kEngramRowCache = 64 * kMiB;
 
 // "layers.3.ffn.experts.17.w1.scale" -> "layers.3.ffn.experts.17" (empty: not a routed expert)
 std::string expert_of(const std::string& name) {
@@ -34,12 +36,13 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   std::map<std::string, int64_t> experts;  // bytes per routed expert (slot: +128 per tensor)
   for (const auto& [name, t] : ck.tensors()) {
     p.checkpoint += int64_t(t.nbytes);
+    if (name.find(".engram.embed.") != std::string::npos) p.engram_tables += int64_t(t.nbytes);
     const std::string e = expert_of(name);
     if (e.empty()) continue;
     p.routed_experts += int64_t(t.nbytes);
     experts[e] += int64_t(t.nbytes) + 128;
   }
-  p.dense = p.checkpoint - p.routed_experts;
+  p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)
     p.min_expert_slots = std::max(p.min_expert_slots, cfg.experts_per_tok_of(l));
@@ -55,8 +58,15 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
                 rows_logits * cfg.vocab_size * 4 + 16 * kMiB;
 
   p.expert_cache = p.routed_experts;
+  p.engram_cache = p.engram_tables;
   if (p.budget <= 0) return p;
-  const int64_t fixed = p.dense + p.kv + p.prefix_cache + p.workspace;
+  int64_t fixed = p.dense + p.kv + p.prefix_cache + p.workspace;
+  if (p.budget - fixed >= p.routed_experts + p.engram_tables) return p;
+  if (p.engram_tables > 0) {
+    p.engram_streamed = true;
+    p.engram_cache = std::min(p.engram_tables, kEngramRowCache);
+    fixed += p.engram_cache;
+  }
   const int64_t left = p.budget - fixed;
   const int64_t least = int64_t(p.min_expert_slots) * p.expert_slot;
   if (left >= p.routed_experts) return p;
@@ -70,6 +80,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
               format_bytes(p.dense) + ", KV for " + std::to_string(p.parallel) + " x " +
               std::to_string(p.ctx) + " tokens " + format_bytes(p.kv) + ", prefix cache " +
               format_bytes(p.prefix_cache) + ", workspace " + format_bytes(p.workspace) +
+              (p.engram_streamed ? ", Engram row cache " + format_bytes(p.engram_cache) : "") +
               ", at least " + std::to_string(p.min_expert_slots) + " routed experts " +
               format_bytes(least) + ") but --mem-budget is " + format_bytes(p.budget) +
               ": raise --mem-budget, or lower -c / --parallel / --cache-ram";

@@ -1,11 +1,13 @@
 // MemoryPlan: what a run keeps in RAM, computed at start-up from the checkpoint and the serving
 // shape before any weight is read (issue "Beyond RAM"; docs/MEMORY.md). Without a budget
 // everything is mapped and the page cache decides. With --mem-budget the plan must fit in it:
-// the dense weights (everything but the routed experts) stay mapped, the KV state of every slot
-// is reserved for the full context (as llama.cpp reserves n_ctx), the prefix cache's RAM and the
-// workspaces are counted, and the routed experts get what is left -- all of them mapped when
-// they fit, else an expert cache (forward/expert_cache.h) streaming them from storage. A plan
-// that cannot fit is refused with the numbers and the flag to change.
+// the dense weights (everything but the routed experts and the Engram tables) stay mapped, the
+// KV state of every slot is reserved for the full context (as llama.cpp reserves n_ctx), the
+// prefix cache's RAM and the workspaces are counted. When the whole checkpoint does not fit in
+// what is left, the Engram tables are read row by row from storage first (a token reads a few
+// rows of them: forward/engram_store.h), then the routed experts get the rest -- all mapped
+// when they fit, else an expert cache (forward/expert_cache.h). A plan that cannot fit is
+// refused with the numbers and the flag to change.
 #pragma once
 
 #include <cstdint>
@@ -29,19 +31,24 @@ struct MemoryPlan {
   int64_t ctx = 0;
   int64_t checkpoint = 0;      // bytes of every tensor
   int64_t routed_experts = 0;  // ... of the routed experts (backbone and DSpark stages)
-  int64_t dense = 0;           // checkpoint - routed_experts: always mapped
+  int64_t engram_tables = 0;   // ... of the Engram tables (codes and scales)
+  int64_t dense = 0;           // the rest: always mapped
   int64_t expert_slot = 0;     // the largest routed expert (one cache slot, rounded)
   int min_expert_slots = 0;    // experts one token selects in one layer (the least a pass needs)
   int64_t kv_per_sequence =
       0;           // compressed KV + index keys for ctx tokens, window and DSpark rings
   int64_t kv = 0;  // parallel * kv_per_sequence
   int64_t prefix_cache = 0;
-  int64_t workspace = 0;     // logits, activations and scratch of one pass (an estimate)
-  int64_t expert_cache = 0;  // RAM for routed experts: routed_experts when they all fit
-  bool streamed = false;     // routed experts read from storage into the expert cache
-  std::string refusal;       // empty: the plan fits
+  int64_t workspace = 0;         // logits, activations and scratch of one pass (an estimate)
+  int64_t expert_cache = 0;      // RAM for routed experts: routed_experts when they all fit
+  bool streamed = false;         // routed experts read from storage into the expert cache
+  int64_t engram_cache = 0;      // RAM for Engram rows: engram_tables when mapped
+  bool engram_streamed = false;  // Engram rows read from storage (whenever the rest is short)
+  std::string refusal;           // empty: the plan fits
 
-  int64_t resident() const { return dense + kv + prefix_cache + workspace + expert_cache; }
+  int64_t resident() const {
+    return dense + kv + prefix_cache + workspace + expert_cache + engram_cache;
+  }
   // The plan as `cedar inspect --plan` prints it (one item a line, sizes in MiB/GiB).
   std::string describe() const;
 };

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Routed experts streamed from storage (issue "Beyond RAM"): logits computed with the experts
-# read into a small cache (forward/expert_cache.h) equal the mapped run's bit for bit, in
-# reference mode and with the fast kernels, one-shot, chunked and token by token, with a cache
-# smaller than one pass's experts (groups) and larger; the DSpark draft too. `cedar run` under
+# Routed experts and Engram rows streamed from storage (issue "Beyond RAM"): logits computed with
+# the experts read into a small cache (forward/expert_cache.h) and the Engram rows read through a
+# row cache (forward/engram_store.h) equal the mapped run's bit for bit, in reference mode and
+# with the fast kernels, one-shot, chunked and token by token, with caches smaller than one
+# pass's experts / rows and larger; the DSpark draft too. `cedar run` under
 # a --mem-budget that streams the experts prints the same greedy text; a plan that cannot fit is
 # refused with a message naming memory; inside a memory cgroup far smaller than the checkpoint a
 # run completes with the same text (where this machine lets the test make a cgroup).
@@ -18,15 +19,18 @@ for k in ref auto; do
     # shellcheck disable=SC2086
     "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels $k $split \
       -o "$WORK/mapped.npy" 2>/dev/null
-    for slots in 2 7 1000; do
+    for how in "--expert-slots 2" "--expert-slots 7" "--expert-slots 1000" \
+      "--engram-cache 1" "--engram-cache 4096 --expert-slots 5"; do
       # shellcheck disable=SC2086
-      "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels $k $split \
-        --expert-slots $slots -o "$WORK/streamed.npy" 2>"$WORK/err.txt"
-      check "logits $k $split, $slots slots" same_file "$WORK/mapped.npy" "$WORK/streamed.npy"
+      "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels $k $split $how \
+        -o "$WORK/streamed.npy" 2>"$WORK/err.txt"
+      check "logits $k $split $how" same_file "$WORK/mapped.npy" "$WORK/streamed.npy"
     done
   done
 done
-check "the cache reports its reads" grep -q "MiB read in" "$WORK/err.txt"
+check "the caches report their reads" grep -q "MiB read in" "$WORK/err.txt"
+check "the Engram store reports its rows" grep -q "Engram store: [1-9][0-9]* row lookups" \
+  "$WORK/err.txt"
 
 # the DSpark draft (its stages have routed experts too) on the default (trained) model
 D="${CEDAR_BINARY_DIR:-$CEDAR_SOURCE_DIR/build}/models/default"
@@ -35,7 +39,7 @@ if [ -d "$D" ]; then
   "$CEDAR_BIN" logits -m "$D" --ids-file "$WORK/ids40.txt" --kernels ref -o "$WORK/a.npy" \
     --draft-out "$WORK/da" 2>/dev/null
   "$CEDAR_BIN" logits -m "$D" --ids-file "$WORK/ids40.txt" --kernels ref -o "$WORK/b.npy" \
-    --draft-out "$WORK/db" --expert-slots 2 2>/dev/null
+    --draft-out "$WORK/db" --expert-slots 2 --engram-cache 1 2>/dev/null
   for f in a.npy da/logits.npy da/confidence.npy da/tokens.npy; do
     check "default model $f" same_file "$WORK/$f" "$WORK/${f/a/b}"
   done
@@ -44,7 +48,7 @@ fi
 # cedar run under a budget that leaves the experts a few slots: streamed, same text
 plan() { "$CEDAR_BIN" inspect -m "$M" --plan --json --ctx 2048 "$@"; }
 budget=$(plan | "$PY" -c "import json,sys; p=json.load(sys.stdin)
-print(p['dense'] + p['kv'] + p['workspace'] + 3 * p['min_expert_slots'] * p['expert_slot'])")
+print(p['dense'] + p['kv'] + p['workspace'] + p['engram_tables'] + 3 * p['min_expert_slots'] * p['expert_slot'])")
 plan --mem-budget "$budget" >"$WORK/plan.json"
 check "inspect --plan streams under $budget bytes" \
   "$PY" -c "import json,sys; p=json.load(open(sys.argv[1])); sys.exit(0 if p['streamed'] else 1)" \

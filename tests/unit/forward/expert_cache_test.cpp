@@ -85,6 +85,31 @@ TEST_F(ExpertCacheTest, LfuKeepsTheFrequentExpertLruTheRecentOne) {
   }
 }
 
+TEST_F(ExpertCacheTest, PrefetchedExpertsAreReadOnceAndServedByAcquire) {
+  ExpertCache c(*ck_, *w_, size_t(1) << 30, 1, 4);
+  const int ids[] = {2, 5, 7};
+  c.prefetch(2, ids, 3);
+  c.prefetch(2, ids, 3);  // already in flight or read: nothing more
+  const ExpertWeights* out[3] = {};
+  c.acquire(2, ids, 3, out);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(same(*out[i], w_->layers[2].experts[size_t(ids[i])]));
+  c.release(2, ids, 3);
+  ExpertCacheStats s = c.stats();
+  EXPECT_EQ(s.prefetched, 3);
+  EXPECT_EQ(s.hits, 0);
+  const int64_t reads = s.reads;
+  c.acquire(2, ids, 3, out);
+  c.release(2, ids, 3);
+  s = c.stats();
+  EXPECT_EQ(s.hits, 3);
+  EXPECT_EQ(s.reads, reads);
+  c.prefetch(2, ids, -1);  // nonsense hints are ignored
+  const int bad = 99;
+  c.prefetch(2, &bad, 1);
+  c.prefetch(1000, ids, 3);
+  EXPECT_THROW(c.acquire(2, &bad, 1, out), std::runtime_error);
+}
+
 TEST_F(ExpertCacheTest, PinnedSlotsAreNeverEvicted) {
   ExpertCache c(*ck_, *w_, size_t(1) << 30, 1, 2);
   const int a[] = {0, 1};

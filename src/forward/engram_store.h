@@ -1,0 +1,66 @@
+// EngramStore: the Engram tables read from the checkpoint's shards row by row instead of being
+// mapped (issue "Beyond RAM"). The release's two tables hold 768M rows (~196B parameters): a
+// token gathers only (max_ngram - 1) x heads rows per Engram layer, so a table on an SSD costs a
+// few small reads per token and almost no RAM. Rows read are kept in a small cache (the rows of
+// frequent n-grams come back); each read drops its pages from the page cache afterwards.
+// Engram::forward asks for the rows of its chunk through Ctx::engram; the bytes are the
+// checkpoint's, so the result is the mapped run's bit for bit. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "base/file_reader.h"
+#include "forward/weights.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+
+namespace cedar {
+
+struct EngramStoreStats {
+  int64_t lookups = 0, hits = 0, bytes_read = 0, reads = 0;
+  double read_seconds = 0.0;
+};
+
+class EngramStore {
+ public:
+  // The tables of every Engram layer of `w` (bound from `ck`); a row cache of at most
+  // cache_bytes. Throws std::runtime_error when a table is not in a mapped shard.
+  EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const ModelWeights& w,
+              size_t cache_bytes);
+
+  // The E4M3 codes [n, head_dim] and UE8M0 scales [n, head_dim / 32] of rows[0 .. n) of the
+  // Engram layer at position `index` of engram_layer_ids. Throws naming the file on a read
+  // error or a short read; throws on a row outside the table.
+  void gather(int index, const int64_t* rows, int n, uint8_t* codes, uint8_t* scales);
+
+  EngramStoreStats stats() const;
+  int64_t table_bytes() const { return table_bytes_; }
+
+ private:
+  struct Table {
+    const FileReader* file = nullptr;
+    uint64_t codes_at = 0, scales_at = 0;  // file offsets of the two tensors
+    int64_t rows = 0;
+  };
+  int row_bytes() const { return hd_ + hd_ / 32; }
+
+  int hd_ = 0;
+  std::vector<std::unique_ptr<FileReader>> files_;
+  std::vector<Table> tables_;
+  int64_t table_bytes_ = 0;
+  // the row cache: (index, row) -> slot; slots [cap, row_bytes], clock eviction
+  size_t cap_ = 0, hand_ = 0;
+  std::vector<uint8_t> cache_;
+  std::vector<int64_t> slot_key_;
+  std::vector<uint8_t> slot_ref_;
+  std::unordered_map<int64_t, size_t> where_;
+  mutable std::mutex mu_;
+  EngramStoreStats stats_;
+};
+
+}  // namespace cedar

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -116,20 +117,42 @@ json machine_json(const Machine& m) {
           {"kernel_gemm_peak", probe_json(m.kern, "GFLOP/s", 1e9)}};
 }
 
-// The storage probe of a streamed run: up to 512 MiB of the shard that holds the first routed
-// expert or Engram table, from the start of the file.
+// The storage probe of a streamed run, reading as the expert cache does: whole routed experts
+// (or, for Engram alone, 1 MiB pieces of its tables) of the shard that holds the first one,
+// spread over the file, up to 512 MiB, on the cache's I/O thread count.
 bench::Probe storage_probe(const Checkpoint& ck, int passes) {
+  std::map<std::string, bench::ByteRange> unit;  // expert (or table piece) -> its bytes
+  std::string path;
   for (const auto& [name, t] : ck.tensors()) {
-    if (name.find(".ffn.experts.") == std::string::npos &&
-        name.find(".engram.embed.") == std::string::npos)
-      continue;
+    const bool expert = name.find(".ffn.experts.") != std::string::npos;
+    if (!expert && name.find(".engram.embed.") == std::string::npos) continue;
     const auto where = ck.locate(t.data, t.nbytes);
     if (!where) continue;
-    const uint64_t size = std::filesystem::file_size(where->path);
-    return bench::measure_storage_read(where->path, 0, std::min<uint64_t>(size, 512ull << 20),
-                                       passes);
+    if (path.empty()) path = where->path;
+    if (where->path != path) continue;
+    if (expert) {
+      bench::ByteRange& r = unit[name.substr(0, name.find('.', name.find(".experts.") + 9))];
+      const uint64_t end = std::max(r.offset + r.n, uint64_t(where->offset + t.nbytes));
+      r.offset = r.n ? std::min(r.offset, uint64_t(where->offset)) : uint64_t(where->offset);
+      r.n = end - r.offset;
+    } else {
+      for (uint64_t at = 0; at < t.nbytes; at += 1 << 20)
+        unit[name + "@" + std::to_string(at)] = {where->offset + at,
+                                                 std::min<uint64_t>(1 << 20, t.nbytes - at)};
+    }
   }
-  throw std::runtime_error("bench: no streamed tensor is in a mapped shard");
+  if (unit.empty()) throw std::runtime_error("bench: no streamed tensor is in a mapped shard");
+  std::vector<bench::ByteRange> all;
+  for (const auto& [k, r] : unit) all.push_back(r);
+  std::sort(all.begin(), all.end(), [](const bench::ByteRange& a, const bench::ByteRange& b) {
+    return a.offset < b.offset;
+  });
+  uint64_t total = 0;
+  for (const bench::ByteRange& r : all) total += r.n;
+  const size_t step = size_t(std::max<uint64_t>(1, (total + (512ull << 20) - 1) / (512ull << 20)));
+  std::vector<bench::ByteRange> pick;
+  for (size_t i = 0; i < all.size(); i += step) pick.push_back(all[i]);
+  return bench::measure_storage_read(path, pick, ExpertCache::kIoThreads, passes);
 }
 
 // A streamed decode against its storage-bound roofline: a token costs the bytes it read from
@@ -140,22 +163,30 @@ struct StorageDecode {
 };
 StorageDecode storage_decode(const ExpertCacheStats& a, const ExpertCacheStats& b,
                              const EngramStoreStats& ea, const EngramStoreStats& eb, int64_t steps,
-                             double tok_s, double mem_bytes, const bench::Probe& bw,
-                             const bench::Probe& storage) {
+                             double tok_s, double mem_bytes, double expert_avg_bytes,
+                             const bench::Probe& bw, const bench::Probe& storage) {
   const double per = 1.0 / double(std::max<int64_t>(1, steps));
   const double engram_read = double(eb.bytes_read - ea.bytes_read) * per;
   const double read = double(b.bytes_read - a.bytes_read) * per + engram_read;
+  // the roofline counts the bytes a token needs: reads of wrong guesses are overhead
+  const double wasted = double(b.guess_unused - a.guess_unused) * per * expert_avg_bytes;
+  const double needed = std::max(0.0, read - wasted);
   const int64_t look = b.lookups - a.lookups;
   const double hit = look ? double(b.hits - a.hits) / double(look) : 0.0;
-  const double roof = 1.0 / (read / storage.median + mem_bytes / bw.median);
+  const double roof = 1.0 / (needed / storage.median + mem_bytes / bw.median);
   StorageDecode r;
   r.j = {
       {"bytes_read_per_token", read},
+      {"bytes_needed_per_token", needed},
+      {"guessed_per_token", double(b.guessed - a.guessed) * per},
       {"engram_bytes_read_per_token", engram_read},
       {"engram_row_hit_rate",
        eb.lookups > ea.lookups ? double(eb.hits - ea.hits) / double(eb.lookups - ea.lookups) : 0.0},
       {"reads_per_token", double(b.reads - a.reads) * per},
       {"read_s_per_token", (b.read_seconds - a.read_seconds) * per},
+      {"wait_s_per_token", (b.wait_seconds - a.wait_seconds) * per},
+      {"prefetched_per_token", double(b.prefetched - a.prefetched) * per},
+      {"guesses_unused_per_token", double(b.guess_unused - a.guess_unused) * per},
       {"hit_rate", hit},
       {"storage_gb_s", storage.median / 1e9},
       {"roofline_tokens_per_s", roof},
@@ -203,6 +234,8 @@ int cmd_bench(int argc, char** argv) {
        {"kernels", "", true, kKernelsHelp},
        {"mem-budget", "", true, kMemBudgetHelp},
        {"expert-policy", "", true, "eviction of the expert cache: lfu (default) or lru"},
+       {"no-expert-guess", "", false,
+        "streamed experts: do not prefetch each next layer's guessed experts"},
        {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
        {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
        {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
@@ -285,6 +318,7 @@ int cmd_bench(int argc, char** argv) {
     for (int64_t b : batches) max_batch = std::max(max_batch, b);
     eo.memory = memory_request(args, int(max_batch), max_prompt + gen, 0, 512);
     eo.expert_policy = eviction_policy_from(args.get("expert-policy", "lfu"));
+    eo.expert_guess = !args.has("no-expert-guess");
   }
   auto engine = runtime::Engine::load(eo);
   const ModelConfig& cfg = engine->config();
@@ -316,6 +350,9 @@ int cmd_bench(int argc, char** argv) {
   const ExpertCache* experts = engine->expert_cache();
   const EngramStore* engram = engine->engram_store();
   const bool streamed = experts || engram;
+  const double expert_avg_bytes =
+      experts ? double(experts->expert_bytes()) / double(std::max<int64_t>(1, experts->experts()))
+              : 0.0;
   bench::Probe storage;
   if (streamed) storage = storage_probe(engine->checkpoint(), int(passes));
 
@@ -458,7 +495,7 @@ int cmd_bench(int argc, char** argv) {
       const StorageDecode sd =
           storage_decode(cache0, experts ? experts->stats() : ExpertCacheStats{}, rows0,
                          engram ? engram->stats() : EngramStoreStats{}, gen, dec_tok_s,
-                         double(tr.total()), bw, storage);
+                         double(tr.total()), expert_avg_bytes, bw, storage);
       rj["decode"]["storage"] = sd.j;
       table += sd.line;
     }

@@ -73,6 +73,8 @@ int cmd_logits(int argc, char** argv) {
                         "read the routed experts from the shards into an N-slot cache instead of "
                         "mapping them (tests of the expert cache)"},
                        {"expert-policy", "", true, "--expert-slots eviction: lfu (default) or lru"},
+                       {"no-expert-guess", "", false,
+                        "--expert-slots: no prefetch of each next layer's guessed experts"},
                        {"engram-cache", "", true,
                         "read the Engram tables' rows from the shards through a row cache of "
                         "this many KiB instead of mapping them (tests of the Engram store)"},
@@ -135,7 +137,7 @@ int cmd_logits(int argc, char** argv) {
       throw std::runtime_error("--expert-slots must be a positive integer");
     experts = std::make_unique<ExpertCache>(*ckpt, model.weights(), SIZE_MAX / 2, 1, int(slots),
                                             eviction_policy_from(args.get("expert-policy", "lfu")));
-    model.set_expert_source(experts.get());
+    model.set_expert_source(experts.get(), !args.has("no-expert-guess"));
   }
   std::unique_ptr<EngramStore> engram;
   if (args.has("engram-cache")) {
@@ -186,12 +188,14 @@ int cmd_logits(int argc, char** argv) {
                (long long)T, secs, double(T) / secs, pool.size());
   if (experts) {
     const ExpertCacheStats s = experts->stats();
-    std::fprintf(stderr,
-                 "cedar logits: expert cache %d slots: %lld lookups, hit rate %.3f, %lld "
-                 "evictions, %lld prefetched, %.1f MiB read in %lld reads, %.3f s waiting\n",
-                 experts->capacity(), (long long)s.lookups, s.hit_rate(), (long long)s.evictions,
-                 (long long)s.prefetched, double(s.bytes_read) / double(1 << 20),
-                 (long long)s.reads, s.wait_seconds);
+    std::fprintf(
+        stderr,
+        "cedar logits: expert cache %d slots: %lld lookups, hit rate %.3f, %lld "
+        "evictions, %lld prefetched (%lld guesses, %lld unused), %.1f MiB read in %lld reads, "
+        "%.3f s waiting\n",
+        experts->capacity(), (long long)s.lookups, s.hit_rate(), (long long)s.evictions,
+        (long long)s.prefetched, (long long)s.guessed, (long long)s.guess_unused,
+        double(s.bytes_read) / double(1 << 20), (long long)s.reads, s.wait_seconds);
   }
   if (engram) {
     const EngramStoreStats s = engram->stats();

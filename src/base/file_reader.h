@@ -28,10 +28,21 @@ class FileReader {
   // Tells the kernel that reads are random (no read-ahead): small row reads from a huge table.
   void advise_random() const;
 
+  // Direct I/O (O_DIRECT: the device writes into dst, no page-cache copy, no CPU spent
+  // copying). open_direct() opens the second descriptor once (before any read_direct; false:
+  // the file system refuses O_DIRECT). read_direct(): offset, n and dst aligned to
+  // kDirectAlign; reads until `need` bytes (<= n; the aligned range may pass the end of the
+  // file) have arrived. Returns false when the file system refuses this read (the caller reads
+  // buffered instead); throws like read() on an error or when fewer than `need` bytes exist.
+  static constexpr size_t kDirectAlign = 4096;
+  bool open_direct();
+  bool read_direct(uint64_t offset, size_t n, size_t need, uint8_t* dst) const;
+
  private:
   FileReader() = default;
   std::string path_;
   int fd_ = -1;
+  int direct_fd_ = -1;
 };
 
 }  // namespace cedar

@@ -66,6 +66,8 @@ class Block {
   void project_global(const Ctx& ctx, const float* h, const float* pre_mix,
                       std::span<const Segment> segs) const;
 
+  MoE& moe() { return ffn_; }
+
  private:
   const ModelConfig& cfg_;
   int layer_;

@@ -12,10 +12,9 @@ namespace cedar {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-// Reads in flight at once: an SSD serves several requests in parallel (queue depth), and a
-// thread blocked in pread costs no compute.
-constexpr int kIoThreads = 4;
+// Runs start at the file offset's residue modulo a page, so that a direct read of the whole
+// pages around a run lands in the slot (and the kernels see the alignment the mapping gave them)
+constexpr size_t kAlign = FileReader::kDirectAlign;
 
 // One tensor of an expert: which field it is, where it is mapped, how long.
 struct Piece {
@@ -100,6 +99,7 @@ void ExpertCache::add_layer(const Checkpoint& ck, const LayerWeights& lw) {
       if (it == file_of.end()) {
         it = file_of.emplace(where->path, int(files_.size())).first;
         files_.push_back(FileReader::open(where->path));
+        direct_.emplace_back(files_.back()->open_direct());
       }
       locs.push_back({p, it->second, where->offset});
     }
@@ -168,6 +168,22 @@ int ExpertCache::start_read(int layer, int id) {
   return v;
 }
 
+// A run into its slot: direct I/O of the whole pages around it where the file system allows
+// (nothing cached, nothing copied), else a buffered read whose pages are dropped afterwards.
+void ExpertCache::read_run(const Run& r, uint8_t* base) {
+  const FileReader& f = *files_[size_t(r.file)];
+  if (direct_[size_t(r.file)]) {
+    const uint64_t a0 = r.offset / kAlign * kAlign;
+    const uint64_t a1 = (r.offset + r.n + kAlign - 1) / kAlign * kAlign;
+    if (f.read_direct(a0, size_t(a1 - a0), size_t(r.offset + r.n - a0),
+                      base + r.at - (r.offset - a0)))
+      return;
+    direct_[size_t(r.file)] = 0;  // refused: buffered from now on
+  }
+  f.read(r.offset, r.n, base + r.at);
+  f.drop_cached(r.offset, r.n);
+}
+
 // One I/O thread: reads queued slots outside the lock; a failed read frees its slot and leaves
 // the error with the expert for the acquire() waiting on it.
 void ExpertCache::io_loop() {
@@ -185,12 +201,8 @@ void ExpertCache::io_loop() {
     int64_t bytes = 0;
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      for (const Run& r : e.runs) {  // runs are immutable after construction
-        const FileReader& f = *files_[size_t(r.file)];
-        f.read(r.offset, r.n, base + r.at);
-        f.drop_cached(r.offset, r.n);
-        bytes += int64_t(r.n);
-      }
+      for (const Run& r : e.runs) read_run(r, base);  // runs are immutable after construction
+      for (const Run& r : e.runs) bytes += int64_t(r.n);
     } catch (...) {
       err = std::current_exception();
     }
@@ -217,18 +229,26 @@ void ExpertCache::io_loop() {
   }
 }
 
-void ExpertCache::prefetch(int layer, const int* ids, int n) {
+void ExpertCache::prefetch(int layer, const int* ids, int n, bool guess) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (layer < 0 || size_t(layer) >= layers_.size()) return;
+  if (layer < 0 || size_t(layer) >= layers_.size() || n <= 0) return;
   std::vector<Expert>& L = layers_[size_t(layer)];
-  for (int i = 0; i < std::min(n, n_slots_); ++i) {
+  n = std::min(n, n_slots_);
+  for (int i = 0; i < n; ++i)
     if (ids[i] < 0 || size_t(ids[i]) >= L.size()) return;
+  // the asked-for experts already in a slot are held while the others find theirs, so that a
+  // read never evicts a member of the same request
+  for (int i = 0; i < n; ++i) ++L[size_t(ids[i])].pins;
+  for (int i = 0; i < n; ++i) {
     Expert& e = L[size_t(ids[i])];
     if (e.runs.empty() || e.slot >= 0) continue;
     const int v = start_read(layer, ids[i]);
-    if (v < 0) return;
+    if (v < 0) break;
     slots_[size_t(v)].fresh = true;
+    slots_[size_t(v)].guess = guess;
+    if (guess) ++stats_.guessed;
   }
+  for (int i = 0; i < n; ++i) --L[size_t(ids[i])].pins;
 }
 
 void ExpertCache::acquire(int layer, const int* ids, int n, const ExpertWeights** out) {
@@ -242,34 +262,55 @@ void ExpertCache::acquire(int layer, const int* ids, int n, const ExpertWeights*
     if (ids[i] < 0 || size_t(ids[i]) >= L.size())
       throw std::runtime_error("expert cache: layer " + std::to_string(layer) + " has no expert " +
                                std::to_string(ids[i]));
-  int pinned = 0;
-  auto unpin = [&] {
-    for (int i = 0; i < pinned; ++i) --L[size_t(ids[i])].pins;
-  };
-  // pin every expert, starting the reads of those not in a slot
-  for (; pinned < n; ++pinned) {
-    Expert& e = L[size_t(ids[pinned])];
+  // pin every expert already in a slot (or resident) first, so that the reads of the others
+  // never evict a member of this group
+  for (int i = 0; i < n; ++i) {
+    Expert& e = L[size_t(ids[i])];
     ++stats_.lookups;
     ++e.uses;
     if (++clock_ % (uint64_t(n_slots_) * 8) == 0)
       for (auto& layer_experts : layers_)
         for (Expert& x : layer_experts) x.uses /= 2;
-    if (!e.runs.empty()) {
-      if (e.slot >= 0 && slots_[size_t(e.slot)].fresh) {
-        slots_[size_t(e.slot)].fresh = false;
-        ++stats_.prefetched;
-      } else if (e.slot >= 0) {
-        ++stats_.hits;
-      } else if (start_read(layer, ids[pinned]) < 0) {
-        unpin();
-        throw std::runtime_error("expert cache: every slot is pinned");
-      }
-      slots_[size_t(e.slot)].last_use = clock_;
-    } else {
+    if (e.runs.empty()) {
       ++stats_.hits;
+    } else if (e.slot >= 0) {
+      Slot& s = slots_[size_t(e.slot)];
+      if (s.fresh) {
+        s.fresh = false;
+        ++stats_.prefetched;
+      } else {
+        ++stats_.hits;
+      }
+      s.last_use = clock_;
     }
     ++e.pins;
   }
+  auto unpin = [&] {
+    for (int i = 0; i < n; ++i) --L[size_t(ids[i])].pins;
+  };
+  // then a slot for each miss: n <= capacity and only this group is pinned, so one frees up
+  // once the reads in flight (guesses) are done
+  for (int i = 0; i < n; ++i) {
+    Expert& e = L[size_t(ids[i])];
+    if (e.runs.empty() || e.slot >= 0) continue;
+    for (;;) {
+      if (start_read(layer, ids[i]) >= 0) break;
+      bool loading = false;
+      for (const Slot& s : slots_) loading = loading || s.loading;
+      if (!loading) {
+        unpin();
+        throw std::runtime_error("expert cache: every slot is pinned");
+      }
+      done_cv_.wait(lk);
+    }
+    slots_[size_t(e.slot)].last_use = clock_;
+  }
+  // prefetches of this layer that this pass did not ask for were wrong guesses: no longer kept
+  for (Slot& s : slots_)
+    if (s.fresh && s.layer == layer && L[size_t(s.id)].pins == 0) {
+      s.fresh = false;
+      if (s.guess) ++stats_.guess_unused;
+    }
   // wait for the reads still in flight
   auto in_flight = [&] {
     for (int i = 0; i < n; ++i) {

@@ -16,6 +16,7 @@
 // acquire() waits only for what is still in flight. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +42,8 @@ struct ExpertCacheStats {
   int64_t bytes_read = 0;
   int64_t reads = 0;          // pread runs
   int64_t prefetched = 0;     // misses whose read a prefetch() had started
+  int64_t guessed = 0;        // reads a guessing prefetch() started (the next layer's experts)
+  int64_t guess_unused = 0;   // ... of experts that layer's pass did not ask for
   double read_seconds = 0.0;  // I/O threads' time in reads (summed over threads)
   double wait_seconds = 0.0;  // acquire()'s time waiting for reads: the stall the forward sees
   double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
@@ -52,6 +55,10 @@ EvictionPolicy eviction_policy_from(const std::string& name);
 
 class ExpertCache final : public ExpertSource {
  public:
+  // Reads in flight at once: an SSD serves several requests in parallel (queue depth), and a
+  // thread blocked in pread costs no compute.
+  static constexpr int kIoThreads = 4;
+
   // The routed experts of every backbone layer and DSpark stage of `w` (bound from `ck`), in
   // min(budget_bytes / slot_bytes(), max_slots) slots. Throws std::runtime_error when the
   // budget holds fewer than `min_slots` slots (naming both) or a shard cannot be opened.
@@ -62,7 +69,7 @@ class ExpertCache final : public ExpertSource {
   int capacity() const override { return n_slots_; }
   void acquire(int layer, const int* ids, int n, const ExpertWeights** out) override;
   void release(int layer, const int* ids, int n) override;
-  void prefetch(int layer, const int* ids, int n) override;
+  void prefetch(int layer, const int* ids, int n, bool guess = false) override;
 
   size_t slot_bytes() const { return slot_bytes_; }
   // Bytes of every routed expert on disk (what an all-resident run maps).
@@ -92,6 +99,7 @@ class ExpertCache final : public ExpertSource {
     uint64_t last_use = 0;    // lookup clock
     bool loading = false;     // its read is queued or in flight
     bool fresh = false;       // read by a prefetch, not acquired yet (kept unless nothing else)
+    bool guess = false;       // ... by a guessing one
   };
 
   void add_layer(const Checkpoint& ck, const LayerWeights& lw);
@@ -100,8 +108,10 @@ class ExpertCache final : public ExpertSource {
   // every slot is pinned or loading. Under mu_.
   int start_read(int layer, int id);
   void io_loop();
+  void read_run(const Run& r, uint8_t* base);
 
   std::vector<std::unique_ptr<FileReader>> files_;
+  std::deque<std::atomic<char>> direct_;  // per file: direct I/O works (until refused)
   std::vector<std::vector<Expert>> layers_;
   size_t slot_bytes_ = 0;
   int n_slots_ = 0;

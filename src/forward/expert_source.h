@@ -23,9 +23,9 @@ class ExpertSource {
   virtual void acquire(int layer, const int* ids, int n, const ExpertWeights** out) = 0;
   virtual void release(int layer, const int* ids, int n) = 0;
   // A hint that acquire(layer, ids, n) follows soon (right after the router, before the shared
-  // expert runs): reads of the missing experts may start now. Never throws; a read error
-  // surfaces at acquire().
-  virtual void prefetch(int /*layer*/, const int* /*ids*/, int /*n*/) {}
+  // expert runs; guess: ids are only a guess, made a layer earlier): reads of the missing
+  // experts may start now. Never throws; a read error surfaces at acquire().
+  virtual void prefetch(int /*layer*/, const int* /*ids*/, int /*n*/, bool /*guess*/ = false) {}
 };
 
 }  // namespace cedar

@@ -53,6 +53,26 @@ std::atomic<int64_t> g_routed_runs{0};
 
 int64_t routed_expert_runs() { return g_routed_runs.load(std::memory_order_relaxed); }
 
+// The next layer's experts are guessed for passes of up to this many rows (decode steps and
+// small batches); a larger pass reads most experts of every layer anyway.
+constexpr int kGuessRows = 8;
+
+// The next layer's router on this layer's FFN input: the union of the rows' top-k, prefetched
+// after this layer's own reads (a quarter of the cache at most).
+void MoE::prefetch_next(const Ctx& ctx, const float* x, int n) const {
+  const int K = next_->K_;
+  Scratch<int> idx(size_t(n) * size_t(K));
+  Scratch<float> wt(idx.size());
+  next_->gate(ctx, x, n, idx.data(), wt.data());
+  std::vector<char> want(size_t(next_->E_), 0);
+  for (int v : idx) want[size_t(v)] = 1;
+  Scratch<int> ids;
+  for (int e = 0; e < next_->E_; ++e)
+    if (want[size_t(e)] && int(ids.size()) < std::max(1, ctx.experts->capacity() / 4))
+      ids.push_back(e);
+  ctx.experts->prefetch(next_->layer_, ids.data(), int(ids.size()), /*guess=*/true);
+}
+
 void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
   const int D = cfg_.hidden_size, E = E_, K = K_;
   const int I = cfg_.moe_intermediate_size;
@@ -149,6 +169,7 @@ void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
       const Scratch<int> first = ids_of(0, std::min(routed, cap));
       ctx.experts->prefetch(layer_, first.data(), int(first.size()));
     }
+    if (next_ && n <= kGuessRows) prefetch_next(ctx, x, n);
     run(routed, jobs.size());
     for (size_t b = 0; b < routed; b += cap) {
       const size_t e = std::min(routed, b + cap);

@@ -26,10 +26,20 @@ class MoE {
   // ref: model.py Gate.forward. For each row: the selected experts (ascending) and their weights.
   void gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const;
 
+  // The MoE of the next layer. With streamed experts, a small pass also guesses that layer's
+  // experts by running its router on this layer's input (the stream changes little from one
+  // layer to the next) and asks the source to prefetch them, so their reads overlap the rest of
+  // this layer and the next attention. A guess only moves bytes into the cache: the results do
+  // not depend on it.
+  void set_next(const MoE* next) { next_ = next; }
+
  private:
+  void prefetch_next(const Ctx& ctx, const float* x, int n) const;
+
   const ModelConfig& cfg_;
   const LayerWeights& w_;
   int layer_;
+  const MoE* next_ = nullptr;
   int E_, K_;  // routed experts, experts per token (a DSpark stage has its own)
 };
 

@@ -67,6 +67,12 @@ Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, Thr
   }
 }
 
+void Transformer::set_expert_source(ExpertSource* src, bool guess) {
+  experts_ = src;
+  for (int l = 0; l + 1 < cfg_.num_hidden_layers; ++l)
+    blocks_[size_t(l)]->moe().set_next(src && guess ? &blocks_[size_t(l + 1)]->moe() : nullptr);
+}
+
 Draft Transformer::draft(const SequenceState& state, int32_t anchor) const {
   if (!dspark_) throw std::runtime_error("draft: the model has no DSpark stages");
   const Ctx ctx{k_, pool_, experts_, engram_};

@@ -100,8 +100,9 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return w_; }
   // From now on the routed experts come from `src` (forward/expert_source.h; nullptr: the
-  // mapped weights). Call before any forward; the source must outlive the forwards.
-  void set_expert_source(ExpertSource* src) { experts_ = src; }
+  // mapped weights), with each layer guessing the next one's experts for a prefetch unless
+  // `guess` is false (MoE::set_next). Call before any forward; the source must outlive them.
+  void set_expert_source(ExpertSource* src, bool guess = true);
   // Likewise for the Engram tables (forward/engram_store.h; nullptr: the mapped tables).
   void set_engram_store(EngramStore* store) { engram_ = store; }
   SequenceState new_state() const { return SequenceState(cfg_); }

@@ -4,8 +4,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "base/file_reader.h"
 #include "base/thread_pool.h"
@@ -434,30 +438,58 @@ Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passe
 
 namespace cedar::bench {
 
-Probe measure_storage_read(const std::string& path, uint64_t offset, uint64_t bytes, int passes) {
-  if (bytes == 0 || passes < 1) throw std::runtime_error("storage probe: nothing to read");
+Probe measure_storage_read(const std::string& path, const std::vector<ByteRange>& ranges,
+                           int threads, int passes) {
+  uint64_t total = 0, largest = 0;
+  for (const ByteRange& r : ranges) total += r.n, largest = std::max(largest, r.n);
+  if (total == 0 || passes < 1 || threads < 1)
+    throw std::runtime_error("storage probe: nothing to read");
   auto f = FileReader::open(path);
-  constexpr size_t kRequest = size_t(8) << 20;
-  std::unique_ptr<uint8_t[]> buf(new uint8_t[kRequest]);
+  const bool direct = f->open_direct();
+  constexpr uint64_t A = FileReader::kDirectAlign;
   std::vector<double> rates;
   for (int p = 0; p < passes; ++p) {
-    f->drop_cached(offset, bytes);
+    for (const ByteRange& r : ranges) f->drop_cached(r.offset, r.n);
+    std::exception_ptr err;
+    std::mutex mu;
     const auto t0 = std::chrono::steady_clock::now();
-    for (uint64_t at = 0; at < bytes; at += kRequest)
-      f->read(offset + at, size_t(std::min<uint64_t>(kRequest, bytes - at)), buf.get());
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        const size_t cap = size_t((largest + 2 * A - 1) / A * A);
+        std::unique_ptr<uint8_t, decltype(&std::free)> buf(
+            static_cast<uint8_t*>(std::aligned_alloc(A, cap)), &std::free);
+        try {
+          for (size_t i = size_t(t); i < ranges.size(); i += size_t(threads)) {
+            const ByteRange& r = ranges[i];
+            const uint64_t a0 = r.offset / A * A, a1 = (r.offset + r.n + A - 1) / A * A;
+            if (!direct ||
+                !f->read_direct(a0, size_t(a1 - a0), size_t(r.offset + r.n - a0), buf.get()))
+              f->read(r.offset, size_t(r.n), buf.get());
+          }
+        } catch (...) {
+          std::lock_guard<std::mutex> lk(mu);
+          err = std::current_exception();
+        }
+      });
+    for (std::thread& t : ts) t.join();
+    if (err) std::rethrow_exception(err);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rates.push_back(double(bytes) / std::max(s, 1e-9));
+    rates.push_back(double(total) / std::max(s, 1e-9));
   }
-  f->drop_cached(offset, bytes);
+  for (const ByteRange& r : ranges) f->drop_cached(r.offset, r.n);
   Probe r;
   r.median = median(rates);
   r.min = *std::min_element(rates.begin(), rates.end());
   r.max = *std::max_element(rates.begin(), rates.end());
   r.passes = passes;
-  r.threads = 1;
-  r.width = "pread";
-  r.method = std::to_string(bytes >> 20) + " MiB of " + path +
-             " in 8 MiB preads after dropping its cached pages";
+  r.threads = threads;
+  r.width = direct ? "O_DIRECT" : "pread";
+  r.method =
+      std::to_string(ranges.size()) + " reads of up to " + std::to_string(largest >> 10) +
+      " KiB (" + std::to_string(total >> 20) + " MiB) of " + path + " on " +
+      std::to_string(threads) + " threads" +
+      (direct ? ", direct I/O (as the expert cache reads)" : ", after dropping their cached pages");
   return r;
 }
 

@@ -65,10 +65,15 @@ const Probe& best_probe(const std::vector<Probe>& probes);
 
 Probe measure_kernel_gemm_peak(ThreadPool& pool, const KernelTable& k, int passes);
 
-// Storage read bandwidth: bytes [offset, offset + bytes) of `path` read with pread in 8 MiB
-// requests, one thread, after asking the kernel to drop its cached pages of the range (so the
-// bytes come from the device, as the expert cache's misses do). passes >= 1 (no warmup: a
-// warm pass would read the page cache).
-Probe measure_storage_read(const std::string& path, uint64_t offset, uint64_t bytes, int passes);
+// Storage read bandwidth as a streamed run reads: `ranges` of `path` (an expert's bytes each),
+// split over `threads` threads reading at once, with direct I/O of the pages around each range
+// where the file system allows it (as the expert cache reads), else with pread after asking the
+// kernel to drop its cached pages (so the bytes come from the device). passes >= 1, no warmup
+// (a warm pass would read the page cache).
+struct ByteRange {
+  uint64_t offset = 0, n = 0;
+};
+Probe measure_storage_read(const std::string& path, const std::vector<ByteRange>& ranges,
+                           int threads, int passes);
 
 }  // namespace cedar::bench

@@ -39,7 +39,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   if (e->plan_.streamed) {
     e->experts_ = std::make_unique<ExpertCache>(
         *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots);
-    e->model_->set_expert_source(e->experts_.get());
+    e->model_->set_expert_source(e->experts_.get(), opt.expert_guess);
   }
   if (e->plan_.engram_streamed) {
     e->engram_ = std::make_unique<EngramStore>(*e->ckpt_, cfg, e->model_->weights(),

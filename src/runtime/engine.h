@@ -42,6 +42,7 @@ struct EngineOptions {
   // does not fit, and streams the routed experts when only a part of them does.
   MemoryRequest memory;
   EvictionPolicy expert_policy = EvictionPolicy::kLfu;  // of the expert cache
+  bool expert_guess = true;  // prefetch each next layer's guessed experts (MoE::set_next)
 };
 
 // A tokenized prompt and how generation starts after it (for the output parser).

@@ -33,14 +33,15 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   p.budget = r.budget;
   p.parallel = std::max(1, r.parallel);
   p.ctx = r.ctx > 0 ? r.ctx : cfg.max_position_embeddings;
-  std::map<std::string, int64_t> experts;  // bytes per routed expert (slot: +128 per tensor)
+  // bytes per routed expert: a slot places each run at its page residue (+4 KiB per tensor)
+  std::map<std::string, int64_t> experts;
   for (const auto& [name, t] : ck.tensors()) {
     p.checkpoint += int64_t(t.nbytes);
     if (name.find(".engram.embed.") != std::string::npos) p.engram_tables += int64_t(t.nbytes);
     const std::string e = expert_of(name);
     if (e.empty()) continue;
     p.routed_experts += int64_t(t.nbytes);
-    experts[e] += int64_t(t.nbytes) + 128;
+    experts[e] += int64_t(t.nbytes) + 4096;
   }
   p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);

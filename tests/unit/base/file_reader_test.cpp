@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -49,6 +50,27 @@ TEST(FileReader, AShortReadIsAnErrorNamingTheFileAndRange) {
   // a file truncated after it was opened (a shard replaced under a running server)
   std::filesystem::resize_file(path, 3);
   EXPECT_NE(message_of(*f, 0, 4).find("short read"), std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST(FileReader, DirectReadsDeliverThePagesUpToTheEndOfTheFile) {
+  std::string bytes(3 * 4096 + 100, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 7 + i / 4096);
+  const std::string path = temp_file(bytes);
+  auto f = cedar::FileReader::open(path);
+  if (!f->open_direct()) GTEST_SKIP() << "this file system refuses O_DIRECT";
+  constexpr size_t A = cedar::FileReader::kDirectAlign;
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(A, 4 * A));
+  // the last two pages: the file ends 100 bytes into the second, which is all that is needed
+  ASSERT_TRUE(f->read_direct(2 * A, 2 * A, A + 100, buf));
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(buf), A + 100), bytes.substr(2 * A));
+  try {
+    f->read_direct(2 * A, 2 * A, A + 101, buf);  // one byte more than the file has
+    ADD_FAILURE() << "a read past the end delivered data";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("short read"), std::string::npos) << e.what();
+  }
+  std::free(buf);
   std::filesystem::remove(path);
 }
 

@@ -59,6 +59,18 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
       cfg.api_key.empty() ? "none" : "set",
       cfg.log_format == server::LogFormat::kJson ? "json" : "text");
   std::printf("cedar serve: %s\n", describe_kernels(e.kernels()).c_str());
+  const runtime::MemoryPlan& p = e.memory_plan();
+  if (p.budget > 0)
+    std::printf(
+        "cedar serve: memory plan %s of --mem-budget %s (KV %s reserved); routed experts %s, "
+        "Engram tables %s\n",
+        runtime::format_bytes(p.resident()).c_str(), runtime::format_bytes(p.budget).c_str(),
+        runtime::format_bytes(p.kv).c_str(),
+        p.streamed ? ("streamed through " + runtime::format_bytes(p.expert_cache)).c_str()
+                   : "mapped",
+        p.engram_tables == 0 ? "none"
+        : p.engram_streamed  ? "read by row"
+                             : "mapped");
 }
 
 }  // namespace

@@ -199,8 +199,11 @@ int cmd_logits(int argc, char** argv) {
   }
   if (engram) {
     const EngramStoreStats s = engram->stats();
-    std::fprintf(stderr, "cedar logits: Engram store: %lld row lookups, %lld hits, %lld reads\n",
-                 (long long)s.lookups, (long long)s.hits, (long long)s.reads);
+    std::fprintf(stderr,
+                 "cedar logits: Engram store: %lld row lookups, %lld hits, %lld prefetched, %lld "
+                 "reads\n",
+                 (long long)s.lookups, (long long)s.hits, (long long)s.prefetched,
+                 (long long)s.reads);
   }
   return 0;
 }

@@ -9,6 +9,36 @@
 
 namespace cedar {
 
+namespace {
+
+// pread into dst until `need` bytes of [offset, offset + n) have arrived. A direct read stops
+// at a count that is not a whole number of pages (the end of the file). Returns the bytes read;
+// -1 when the very first direct read fails with EINVAL (direct I/O refused). Throws
+// naming the file and the range on an error or when the file ends before `need`.
+ssize_t read_loop(int fd, const std::string& path, uint64_t offset, size_t n, size_t need,
+                  uint8_t* dst, bool direct) {
+  const auto range = [&] {
+    return "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + need) + ")";
+  };
+  size_t done = 0;
+  while (done < need) {
+    const ssize_t got = ::pread(fd, dst + done, n - done, off_t(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EINVAL && direct && done == 0) return -1;
+    if (got < 0)
+      throw std::runtime_error(path + ": read error at " + range() + ": " + std::strerror(errno));
+    done += size_t(got);
+    if (got == 0 || (direct && done % FileReader::kDirectAlign)) break;
+  }
+  if (done < need)
+    throw std::runtime_error(path + ": short read at " + range() + ": the file ends after " +
+                             std::to_string(offset + done) +
+                             " bytes (truncated or replaced since it was opened)");
+  return ssize_t(done);
+}
+
+}  // namespace
+
 std::unique_ptr<FileReader> FileReader::open(const std::string& path) {
   std::unique_ptr<FileReader> f(new FileReader());
   f->path_ = path;
@@ -23,20 +53,7 @@ FileReader::~FileReader() {
 }
 
 void FileReader::read(uint64_t offset, size_t n, uint8_t* dst) const {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t got = ::pread(fd_, dst + done, n - done, off_t(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    const std::string range =
-        "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) + ")";
-    if (got < 0)
-      throw std::runtime_error(path_ + ": read error at " + range + ": " + std::strerror(errno));
-    if (got == 0)
-      throw std::runtime_error(path_ + ": short read at " + range + ": the file ends after " +
-                               std::to_string(offset + done) +
-                               " bytes (truncated or replaced since it was opened)");
-    done += size_t(got);
-  }
+  read_loop(fd_, path_, offset, n, n, dst, false);
 }
 
 void FileReader::drop_cached(uint64_t offset, size_t n) const {
@@ -44,15 +61,7 @@ void FileReader::drop_cached(uint64_t offset, size_t n) const {
   (void)::posix_fadvise(fd_, off_t(offset), off_t(n), POSIX_FADV_DONTNEED);
 }
 
-}  // namespace cedar
-
-namespace cedar {
-
 void FileReader::advise_random() const { (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM); }
-
-}  // namespace cedar
-
-namespace cedar {
 
 bool FileReader::open_direct() {
   if (direct_fd_ < 0) direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
@@ -61,28 +70,7 @@ bool FileReader::open_direct() {
 
 bool FileReader::read_direct(uint64_t offset, size_t n, size_t need, uint8_t* dst) const {
   if (direct_fd_ < 0) return false;
-  size_t done = 0;
-  while (done < need) {
-    const ssize_t got = ::pread(direct_fd_, dst + done, n - done, off_t(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && errno == EINVAL && done == 0) return false;  // alignment the fs refuses
-    const std::string range =
-        "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + need) + ")";
-    if (got < 0)
-      throw std::runtime_error(path_ + ": read error at " + range + ": " + std::strerror(errno));
-    if (got == 0)
-      throw std::runtime_error(path_ + ": short read at " + range + ": the file ends after " +
-                               std::to_string(offset + done) +
-                               " bytes (truncated or replaced since it was opened)");
-    done += size_t(got);
-    if (done % kDirectAlign) break;  // the end of the file
-  }
-  if (done < need)
-    throw std::runtime_error(path_ + ": short read at bytes [" + std::to_string(offset) + ", " +
-                             std::to_string(offset + need) + "): the file ends after " +
-                             std::to_string(offset + done) +
-                             " bytes (truncated or replaced since it was opened)");
-  return true;
+  return read_loop(direct_fd_, path_, offset, n, need, dst, true) >= 0;
 }
 
 }  // namespace cedar

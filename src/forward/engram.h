@@ -26,6 +26,8 @@ class Engram {
   // h [n, hc, D] updated in place; rows [n, n_cols]. ref: model.py Engram.forward
   void forward(const Ctx& ctx, float* h, int n, const int64_t* rows) const;
 
+  int table() const { return index_; }  // its position in engram_layer_ids
+
  private:
   const ModelConfig& cfg_;
   const LayerWeights& w_;

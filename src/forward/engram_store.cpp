@@ -48,12 +48,107 @@ EngramStore::EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const Mod
   cache_.resize(cap_ * size_t(row_bytes()));
   slot_key_.assign(cap_, -1);
   slot_ref_.assign(cap_, 0);
+  slot_loading_.assign(cap_, 0);
+  slot_fresh_.assign(cap_, 0);
+  slot_error_.resize(cap_);
+  io_ = std::thread([this] { io_loop(); });
+}
+
+EngramStore::~EngramStore() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  io_cv_.notify_all();
+  io_.join();
+}
+
+size_t EngramStore::claim(int64_t key) {
+  // the clock: the first slot neither referenced since the hand last passed it nor being read
+  for (;;) {
+    const size_t s = hand_;
+    hand_ = (hand_ + 1) % cap_;
+    if (slot_loading_[s]) continue;
+    if (slot_ref_[s]) {
+      slot_ref_[s] = 0;
+      continue;
+    }
+    if (slot_key_[s] >= 0) where_.erase(slot_key_[s]);
+    slot_key_[s] = key;
+    slot_error_[s] = nullptr;
+    slot_fresh_[s] = 0;
+    where_[key] = s;
+    return s;
+  }
+}
+
+void EngramStore::read_row(const Table& t, int64_t r, size_t slot) {
+  uint8_t* dst = cache_.data() + slot * size_t(row_bytes());
+  const int sb = hd_ / 32;
+  t.file->read(t.codes_at + uint64_t(r) * uint64_t(hd_), size_t(hd_), dst);
+  t.file->read(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb), dst + hd_);
+  t.file->drop_cached(t.codes_at + uint64_t(r) * uint64_t(hd_), size_t(hd_));
+  t.file->drop_cached(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb));
+}
+
+void EngramStore::io_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    io_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping
+    const size_t slot = queue_.front();
+    queue_.pop_front();
+    const int64_t key = slot_key_[slot];
+    const Table& t = tables_[size_t(key >> 56)];
+    lk.unlock();
+    std::exception_ptr err;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      read_row(t, key & ((int64_t(1) << 56) - 1), slot);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    lk.lock();
+    stats_.read_seconds += secs;
+    stats_.bytes_read += row_bytes();
+    stats_.reads += 2;
+    slot_error_[slot] = err;
+    slot_loading_[slot] = 0;
+    --n_loading_;
+    done_cv_.notify_all();
+  }
+}
+
+void EngramStore::prefetch(int index, const int64_t* rows, int n) {
+  if (n <= 0) return;
+  // in file order, once each: the reads of one chunk go out sorted and without repeats
+  std::vector<int64_t> want(rows, rows + n);
+  std::sort(want.begin(), want.end());
+  want.erase(std::unique(want.begin(), want.end()), want.end());
+  std::lock_guard<std::mutex> lk(mu_);
+  if (index < 0 || size_t(index) >= tables_.size()) return;
+  const Table& t = tables_[size_t(index)];
+  // reads in flight take at most half the cache, so that a prefetch never evicts its own
+  // rows and a slot is always free for gather()
+  for (size_t i = 0; i < want.size() && n_loading_ < cap_ / 2; ++i) {
+    const int64_t r = want[i];
+    if (r < 0 || r >= t.rows || where_.count(key_of(index, r))) continue;
+    const size_t s = claim(key_of(index, r));
+    slot_ref_[s] = 1;
+    slot_loading_[s] = 1;
+    slot_fresh_[s] = 1;
+    ++n_loading_;
+    queue_.push_back(s);
+  }
+  io_cv_.notify_one();
 }
 
 void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, uint8_t* scales) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   const Table& t = tables_.at(size_t(index));
-  const int sb = hd_ / 32, rb = row_bytes();
+  const int sb = hd_ / 32;
   for (int i = 0; i < n; ++i) {
     const int64_t r = rows[i];
     if (r < 0 || r >= t.rows)
@@ -61,32 +156,59 @@ void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, 
     ++stats_.lookups;
     const int64_t key = key_of(index, r);
     auto it = where_.find(key);
+    if (it != where_.end() && !slot_loading_[it->second] && slot_error_[it->second]) {
+      // a prefetch of it failed: forget that slot and read the row here (reporting the error
+      // if it fails again)
+      slot_key_[it->second] = -1;
+      slot_error_[it->second] = nullptr;
+      where_.erase(it);
+      it = where_.end();
+    }
     size_t slot;
-    if (it != where_.end()) {
+    if (it != where_.end() && !slot_loading_[it->second]) {
       slot = it->second;
-      ++stats_.hits;
+      ++(slot_fresh_[slot] ? stats_.prefetched : stats_.hits);
+    } else if (it != where_.end() && slot_loading_[it->second]) {
+      slot = it->second;  // prefetched, still in flight
+      ++stats_.prefetched;
+      done_cv_.wait(lk, [&] { return !slot_loading_[slot]; });
+      if (slot_error_[slot]) {
+        const std::exception_ptr err = slot_error_[slot];
+        where_.erase(key);
+        slot_key_[slot] = -1;
+        slot_error_[slot] = nullptr;
+        std::rethrow_exception(err);
+      }
     } else {
-      // clock: the first slot not referenced since the hand last passed it
-      while (slot_ref_[hand_]) slot_ref_[hand_] = 0, hand_ = (hand_ + 1) % cap_;
-      slot = hand_;
-      hand_ = (hand_ + 1) % cap_;
-      if (slot_key_[slot] >= 0) where_.erase(slot_key_[slot]);
-      slot_key_[slot] = -1;
-      uint8_t* dst = cache_.data() + slot * size_t(rb);
+      // not cached (never prefetched, dropped, or a failed prefetch): read it here
+      slot = claim(key);
+      slot_loading_[slot] = 1;
+      ++n_loading_;
+      lk.unlock();
+      std::exception_ptr err;
       const auto t0 = std::chrono::steady_clock::now();
-      t.file->read(t.codes_at + uint64_t(r) * uint64_t(hd_), size_t(hd_), dst);
-      t.file->read(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb), dst + hd_);
-      t.file->drop_cached(t.codes_at + uint64_t(r) * uint64_t(hd_), size_t(hd_));
-      t.file->drop_cached(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb));
-      stats_.read_seconds +=
+      try {
+        read_row(t, r, slot);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      stats_.bytes_read += rb;
+      lk.lock();
+      slot_loading_[slot] = 0;
+      --n_loading_;
+      stats_.read_seconds += secs;
+      stats_.bytes_read += row_bytes();
       stats_.reads += 2;
-      slot_key_[slot] = key;
-      where_[key] = slot;
+      if (err) {
+        where_.erase(key);
+        slot_key_[slot] = -1;
+        std::rethrow_exception(err);
+      }
     }
     slot_ref_[slot] = 1;
-    const uint8_t* src = cache_.data() + slot * size_t(rb);
+    slot_fresh_[slot] = 0;
+    const uint8_t* src = cache_.data() + slot * size_t(row_bytes());
     std::memcpy(codes + size_t(i) * size_t(hd_), src, size_t(hd_));
     std::memcpy(scales + size_t(i) * size_t(sb), src + hd_, size_t(sb));
   }

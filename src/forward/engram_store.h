@@ -3,14 +3,21 @@
 // token gathers only (max_ngram - 1) x heads rows per Engram layer, so a table on an SSD costs a
 // few small reads per token and almost no RAM. Rows read are kept in a small cache (the rows of
 // frequent n-grams come back); each read drops its pages from the page cache afterwards.
-// Engram::forward asks for the rows of its chunk through Ctx::engram; the bytes are the
-// checkpoint's, so the result is the mapped run's bit for bit. Thread-safe.
+// The row ids of every Engram layer are known before the layer stack runs (they hash token
+// ids), so the Transformer hands them to prefetch() first and an I/O thread reads them while
+// the layers below compute; Engram::forward then gathers its rows through Ctx::engram, waiting
+// only for reads still in flight (and reading itself any row a small cache already dropped).
+// The bytes are the checkpoint's, so the result is the mapped run's bit for bit. Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +30,7 @@ namespace cedar {
 
 struct EngramStoreStats {
   int64_t lookups = 0, hits = 0, bytes_read = 0, reads = 0;
+  int64_t prefetched = 0;  // lookups served by a prefetch's read (misses, not hits)
   double read_seconds = 0.0;
 };
 
@@ -37,6 +45,9 @@ class EngramStore {
   // Engram layer at position `index` of engram_layer_ids. Throws naming the file on a read
   // error or a short read; throws on a row outside the table.
   void gather(int index, const int64_t* rows, int n, uint8_t* codes, uint8_t* scales);
+  // Starts the reads of the rows not cached (ids outside the table are left to gather()).
+  void prefetch(int index, const int64_t* rows, int n);
+  ~EngramStore();
 
   EngramStoreStats stats() const;
   int64_t table_bytes() const { return table_bytes_; }
@@ -48,18 +59,28 @@ class EngramStore {
     int64_t rows = 0;
   };
   int row_bytes() const { return hd_ + hd_ / 32; }
+  // A slot for `key` by the clock (never one being read); under mu_.
+  size_t claim(int64_t key);
+  // Reads row `r` of table t into slot `slot`; outside mu_.
+  void read_row(const Table& t, int64_t r, size_t slot);
+  void io_loop();
 
   int hd_ = 0;
   std::vector<std::unique_ptr<FileReader>> files_;
   std::vector<Table> tables_;
   int64_t table_bytes_ = 0;
   // the row cache: (index, row) -> slot; slots [cap, row_bytes], clock eviction
-  size_t cap_ = 0, hand_ = 0;
+  size_t cap_ = 0, hand_ = 0, n_loading_ = 0;
   std::vector<uint8_t> cache_;
   std::vector<int64_t> slot_key_;
-  std::vector<uint8_t> slot_ref_;
+  std::vector<uint8_t> slot_ref_, slot_loading_, slot_fresh_;
+  std::vector<std::exception_ptr> slot_error_;
   std::unordered_map<int64_t, size_t> where_;
   mutable std::mutex mu_;
+  std::condition_variable io_cv_, done_cv_;
+  std::deque<size_t> queue_;  // slots to read
+  bool stop_ = false;
+  std::thread io_;
   EngramStoreStats stats_;
 };
 

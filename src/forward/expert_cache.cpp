@@ -72,7 +72,7 @@ ExpertCache::~ExpertCache() {
 }
 
 // Every routed expert of one MoE layer: its tensors located in the shards and grouped into runs
-// of adjacent bytes, each run placed in the slot at the file offset's residue modulo 64.
+// of adjacent bytes, each run placed in the slot at the file offset's residue modulo a page.
 void ExpertCache::add_layer(const Checkpoint& ck, const LayerWeights& lw) {
   std::map<std::string, int> file_of;
   for (size_t i = 0; i < files_.size(); ++i) file_of[files_[i]->path()] = int(i);

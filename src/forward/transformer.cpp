@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "forward/engram_store.h"
 #include "numerics/bf16.h"
 
 namespace cedar {
@@ -136,6 +137,8 @@ void Transformer::engram_rows(const int32_t* ids, int n, int64_t p0, const int32
     if (engrams_[l]) {
       rows[l].resize(size_t(n) * size_t(layout_.n_cols()));
       engrams_[l]->hash_rows(mapped.data(), hist, n, p0, engram_pad_, rows[l].data());
+      // tables on storage: their reads start now, while the layers below compute
+      if (engram_) engram_->prefetch(engrams_[l]->table(), rows[l].data(), int(rows[l].size()));
     }
 }
 

@@ -38,7 +38,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map));
   if (e->plan_.streamed) {
     e->experts_ = std::make_unique<ExpertCache>(
-        *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots);
+        *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots,
+        1 << 30, opt.expert_policy);
     e->model_->set_expert_source(e->experts_.get(), opt.expert_guess);
   }
   if (e->plan_.engram_streamed) {

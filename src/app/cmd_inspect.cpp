@@ -12,6 +12,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "base/args.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -90,7 +91,8 @@ int cmd_inspect(int argc, char** argv) {
                         {"parallel", "", true, "--plan: sequences held at once (default 1)"},
                         {"ctx", "", true, "--plan: tokens per sequence (default: the model's)"},
                         {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
-                        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp}});
+                        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp},
+                        {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -123,13 +125,9 @@ int cmd_inspect(int argc, char** argv) {
     const long long cache = args.get_int("cache-ram", 0);
     if (parallel < 1 || parallel > (1 << 20) || ctx < 0 || cache < 0)
       throw std::runtime_error("--parallel, --ctx and --cache-ram must be positive integers");
-    runtime::MemoryRequest r;
-    if (args.has("mem-budget"))
-      r.budget = runtime::parse_size(args.get("mem-budget"), "--mem-budget");
-    r.parallel = int(parallel);
-    r.ctx = ctx;
-    r.prefix_cache = int64_t(cache) << 20;
-    const runtime::MemoryPlan p = runtime::plan_memory(*ck, r);
+    const runtime::MemoryPlan p =
+        runtime::plan_memory(*ck, memory_request(args, int(parallel), ctx, int64_t(cache) << 20,
+                                                 runtime::MemoryRequest{}.batch_rows));
     if (args.has("json")) {
       const json pj = {{"budget", p.budget},
                        {"parallel", p.parallel},
@@ -144,6 +142,7 @@ int cmd_inspect(int argc, char** argv) {
                        {"min_expert_slots", p.min_expert_slots},
                        {"kv_per_sequence", p.kv_per_sequence},
                        {"kv", p.kv},
+                       {"kv_shared", p.kv_shared},
                        {"prefix_cache", p.prefix_cache},
                        {"workspace", p.workspace},
                        {"expert_cache", p.expert_cache},

@@ -62,10 +62,10 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
   const runtime::MemoryPlan& p = e.memory_plan();
   if (p.budget > 0)
     std::printf(
-        "cedar serve: memory plan %s of --mem-budget %s (KV %s reserved); routed experts %s, "
+        "cedar serve: memory plan %s of --mem-budget %s (KV %s %s); routed experts %s, "
         "Engram tables %s\n",
         runtime::format_bytes(p.resident()).c_str(), runtime::format_bytes(p.budget).c_str(),
-        runtime::format_bytes(p.kv).c_str(),
+        runtime::format_bytes(p.kv).c_str(), p.kv_shared ? "shared by the slots" : "reserved",
         p.streamed ? ("streamed through " + runtime::format_bytes(p.expert_cache)).c_str()
                    : "mapped",
         p.engram_tables == 0 ? "none"
@@ -112,6 +112,7 @@ int cmd_serve(int argc, char** argv) {
        {"cache-interval", "", true, "disk unit every N prompt tokens (default 1024)"},
        {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
        {"mem-budget", "", true, kMemBudgetHelp},
+       {"kv-ram", "", true, kKvRamHelp},
        {"no-prefetch", "", false,
         "do not read the weights in before serving (pages load as they are used)"},
        {"speculative", "", true,
@@ -221,6 +222,7 @@ int cmd_serve(int argc, char** argv) {
   eo.memory =
       memory_request(args, parallel, so.ctx_size, use_cache ? cache_ram << 20 : 0, so.batch_rows);
   auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch"));
+  if (engine->memory_plan().kv_shared) so.kv_pool = engine->memory_plan().kv;
 
   const std::string spec = args.get("speculative", "");
   if (!spec.empty() && spec != "off" && spec != "dspark")

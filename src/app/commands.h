@@ -25,6 +25,10 @@ inline constexpr const char* kMemBudgetHelp =
     "RAM for the whole process, e.g. 48G: the plan must fit (refused with its numbers "
     "otherwise); routed experts beyond it are read from storage into an expert cache "
     "(default: no budget, everything mapped)";
+inline constexpr const char* kKvRamHelp =
+    "KV memory shared by the slots, e.g. 4G, when every slot's full context would not fit: a "
+    "request is admitted while its prompt + max_tokens fit, else answered 503 (default: each "
+    "slot holds a full context)";
 // "0.2.0 (<git describe>)": the project version and the commit the build was configured at.
 std::string version_string();
 

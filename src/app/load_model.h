@@ -20,7 +20,8 @@ std::string model_dir_or_default(const Args& args);
 std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
                                              bool prefetch);
 
-// The memory request of a command from its --mem-budget (absent: no budget) and serving shape.
+// The memory request of a command from its --mem-budget (absent: no budget), --kv-ram (serve
+// and inspect only; absent: a full context per slot) and serving shape.
 runtime::MemoryRequest memory_request(const Args& args, int parallel, int64_t ctx,
                                       int64_t prefix_cache_bytes, int batch_rows);
 

@@ -7,8 +7,6 @@
 #include <map>
 #include <stdexcept>
 
-#include "model/param_count.h"
-
 namespace cedar::runtime {
 
 namespace {
@@ -23,6 +21,39 @@ std::string expert_of(const std::string& name) {
   if (at == std::string::npos) return {};
   const size_t id = at + 13, dot = name.find('.', id);
   return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+// Under a budget: the Engram tables go to storage first, then the routed experts get what is
+// left (all mapped when they fit, else an expert cache); refused below the least a pass needs.
+void fit_budget(MemoryPlan& p) {
+  int64_t fixed = p.dense + p.kv + p.prefix_cache + p.workspace;
+  if (p.budget - fixed >= p.routed_experts + p.engram_tables) return;
+  if (p.engram_tables > 0) {
+    p.engram_streamed = true;
+    p.engram_cache = std::min(p.engram_tables, kEngramRowCache);
+    fixed += p.engram_cache;
+  }
+  const int64_t left = p.budget - fixed;
+  const int64_t least = int64_t(p.min_expert_slots) * p.expert_slot;
+  if (left >= p.routed_experts) return;
+  if (p.routed_experts > 0 && left >= least) {
+    p.streamed = true;
+    p.expert_cache = left;
+    return;
+  }
+  p.expert_cache = std::max<int64_t>(0, left);
+  const std::string kv = p.kv_shared ? "KV pool " + format_bytes(p.kv)
+                                     : "KV for " + std::to_string(p.parallel) + " x " +
+                                           std::to_string(p.ctx) + " tokens " + format_bytes(p.kv);
+  p.refusal =
+      "memory: the plan needs " + format_bytes(fixed + least) + " (dense weights " +
+      format_bytes(p.dense) + ", " + kv + ", prefix cache " + format_bytes(p.prefix_cache) +
+      ", workspace " + format_bytes(p.workspace) +
+      (p.engram_streamed ? ", Engram row cache " + format_bytes(p.engram_cache) : "") +
+      ", at least " + std::to_string(p.min_expert_slots) + " routed experts " +
+      format_bytes(least) + ") but --mem-budget is " + format_bytes(p.budget) +
+      ": raise --mem-budget, or lower -c / --parallel / --cache-ram" +
+      (p.parallel > 1 ? ", or share a smaller KV pool between the slots with --kv-ram" : "");
 }
 
 }  // namespace
@@ -48,44 +79,33 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)
     p.min_expert_slots = std::max(p.min_expert_slots, cfg.experts_per_tok_of(l));
 
-  const KvLayout kv = kv_layout(cfg);
-  p.kv_per_sequence = kv.bytes_for_tokens(p.ctx) + kv.dspark_window_state_bytes + kMiB;
+  p.kv_per_sequence = sequence_kv_bytes(kv_layout(cfg), p.ctx);
   p.kv = int64_t(p.parallel) * p.kv_per_sequence;
+  if (r.kv_pool > 0 && r.kv_pool < p.kv) {
+    p.kv = r.kv_pool;
+    p.kv_shared = true;
+  }
   p.prefix_cache = std::max<int64_t>(0, r.prefix_cache);
   // activations of a pass (the mHC streams and a few projections' outputs per row) and the
   // logits rows of every slot's verify pass, plus the allocator's slack
   const int64_t rows_logits = int64_t(p.parallel) * (cfg.dspark_block_size + 2) + 1;
   p.workspace = int64_t(std::max(1, r.batch_rows)) * cfg.hidden_size * cfg.hc_mult * 4 * 16 +
                 rows_logits * cfg.vocab_size * 4 + 16 * kMiB;
-
   p.expert_cache = p.routed_experts;
   p.engram_cache = p.engram_tables;
-  if (p.budget <= 0) return p;
-  int64_t fixed = p.dense + p.kv + p.prefix_cache + p.workspace;
-  if (p.budget - fixed >= p.routed_experts + p.engram_tables) return p;
-  if (p.engram_tables > 0) {
-    p.engram_streamed = true;
-    p.engram_cache = std::min(p.engram_tables, kEngramRowCache);
-    fixed += p.engram_cache;
-  }
-  const int64_t left = p.budget - fixed;
-  const int64_t least = int64_t(p.min_expert_slots) * p.expert_slot;
-  if (left >= p.routed_experts) return p;
-  if (p.routed_experts > 0 && left >= least) {
-    p.streamed = true;
-    p.expert_cache = left;
+
+  if (p.kv < p.kv_per_sequence) {
+    p.refusal = "memory: --kv-ram " + format_bytes(p.kv) + " cannot hold one sequence of " +
+                std::to_string(p.ctx) + " tokens (" + format_bytes(p.kv_per_sequence) +
+                "): raise --kv-ram, or lower -c";
     return p;
   }
-  p.expert_cache = std::max<int64_t>(0, left);
-  p.refusal = "memory: the plan needs " + format_bytes(fixed + least) + " (dense weights " +
-              format_bytes(p.dense) + ", KV for " + std::to_string(p.parallel) + " x " +
-              std::to_string(p.ctx) + " tokens " + format_bytes(p.kv) + ", prefix cache " +
-              format_bytes(p.prefix_cache) + ", workspace " + format_bytes(p.workspace) +
-              (p.engram_streamed ? ", Engram row cache " + format_bytes(p.engram_cache) : "") +
-              ", at least " + std::to_string(p.min_expert_slots) + " routed experts " +
-              format_bytes(least) + ") but --mem-budget is " + format_bytes(p.budget) +
-              ": raise --mem-budget, or lower -c / --parallel / --cache-ram";
+  if (p.budget > 0) fit_budget(p);
   return p;
+}
+
+int64_t sequence_kv_bytes(const KvLayout& kv, int64_t tokens) {
+  return kv.bytes_for_tokens(std::max<int64_t>(0, tokens)) + kv.dspark_window_state_bytes + kMiB;
 }
 
 std::string MemoryPlan::describe() const {
@@ -106,7 +126,10 @@ std::string MemoryPlan::describe() const {
     line("expert cache", expert_cache,
          std::to_string(expert_slot > 0 ? expert_cache / expert_slot : 0) + " slots of " +
              format_bytes(expert_slot));
-  line("KV state", kv, format_bytes(kv_per_sequence) + " per sequence");
+  line("KV state", kv,
+       format_bytes(kv_per_sequence) + " per sequence" +
+           (kv_shared ? ", a pool shared by the slots (requests admitted while their KV fits)"
+                      : ""));
   line("prefix cache", prefix_cache);
   line("workspace", workspace, "estimate");
   line("resident", resident());

@@ -2,8 +2,10 @@
 // shape before any weight is read (issue "Beyond RAM"; docs/MEMORY.md). Without a budget
 // everything is mapped and the page cache decides. With --mem-budget the plan must fit in it:
 // the dense weights (everything but the routed experts and the Engram tables) stay mapped, the
-// KV state of every slot is reserved for the full context (as llama.cpp reserves n_ctx), the
-// prefix cache's RAM and the workspaces are counted. When the whole checkpoint does not fit in
+// KV state of every slot is reserved for the full context (as llama.cpp reserves n_ctx) unless
+// a smaller pool shared by the slots is asked for (--kv-ram: the server then admits a request
+// only while its KV fits, runtime/kv_pool.h), the prefix cache's RAM and the workspaces are
+// counted. When the whole checkpoint does not fit in
 // what is left, the Engram tables are read row by row from storage first (a token reads a few
 // rows of them: forward/engram_store.h), then the routed experts get the rest -- all mapped
 // when they fit, else an expert cache (forward/expert_cache.h). A plan that cannot fit is
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "model/checkpoint.h"
+#include "model/param_count.h"
 
 namespace cedar::runtime {
 
@@ -23,6 +26,7 @@ struct MemoryRequest {
   int64_t ctx = 0;           // tokens per sequence; <= 0: the model's max_position_embeddings
   int64_t prefix_cache = 0;  // bytes the in-memory prefix cache may hold
   int batch_rows = 512;      // token rows per forward pass (prefill chunk or batched rows)
+  int64_t kv_pool = 0;       // bytes of KV shared by the slots; 0: each slot a full context
 };
 
 struct MemoryPlan {
@@ -36,8 +40,9 @@ struct MemoryPlan {
   int64_t expert_slot = 0;     // the largest routed expert (one cache slot, rounded)
   int min_expert_slots = 0;    // experts one token selects in one layer (the least a pass needs)
   int64_t kv_per_sequence =
-      0;           // compressed KV + index keys for ctx tokens, window and DSpark rings
-  int64_t kv = 0;  // parallel * kv_per_sequence
+      0;                   // compressed KV + index keys for ctx tokens, window and DSpark rings
+  int64_t kv = 0;          // parallel * kv_per_sequence, or the shared pool when smaller
+  bool kv_shared = false;  // kv < parallel * kv_per_sequence: requests are admitted by KV need
   int64_t prefix_cache = 0;
   int64_t workspace = 0;         // logits, activations and scratch of one pass (an estimate)
   int64_t expert_cache = 0;      // RAM for routed experts: routed_experts when they all fit
@@ -54,6 +59,11 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r);
+
+// The KV state one sequence of `tokens` tokens holds: the compressed rows and index keys of
+// every KV source, the window and DSpark rings, and 1 MiB for the rest (mHC streams, Engram
+// history, the undo log). The plan and the server's admission count with this one formula.
+int64_t sequence_kv_bytes(const KvLayout& kv, int64_t tokens);
 
 // "64G", "1.5GiB", "512M", "4096" (bytes) -> bytes (K/M/G/T are powers of 1024); throws
 // std::runtime_error naming `what` on anything else.

@@ -313,10 +313,13 @@ void HttpServer::routes() {
                {"active", scheduler().active()},
                {"queued", scheduler().queued()},
                {"ctx_size", scheduler().ctx_size()},
+               {"kv_reserved_bytes", scheduler().kv_used()},
+               {"kv_pool_bytes", scheduler().kv_capacity()},
                {"prefix_cache", cfg_.prefix_cache}});
   });
   add("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) {
     metrics_.set_queue(scheduler().queued(), scheduler().active());
+    metrics_.set_kv(scheduler().kv_used(), scheduler().kv_capacity());
     metrics_.set_batch(engine().batcher_stats());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
@@ -409,6 +412,7 @@ void HttpServer::generate(ApiEndpoint ep, const HttpRequest& req, HttpResponse& 
     res.self_logged = true;
     serve_job(req, res, st);
   } catch (const ApiError& e) {
+    if (e.status() == 503) res.set_header("Retry-After", "2");  // full queue, KV pool, stopping
     send_error(res, e, flavor);
   } catch (const text::RequestError& e) {
     send_error(res, ApiError::from(e), flavor);

@@ -48,6 +48,9 @@ class Job {
   // The flag the generator polls: set by cancel() or when a stop sequence ended the answer.
   std::atomic<bool>& halt_flag() { return halt_; }
 
+  // KV bytes the scheduler reserved for this job (guarded by the Scheduler's lock).
+  int64_t kv_bytes = 0;
+
   // Slot side.
   void push(std::vector<CompletionEvent>* events);  // moves them out, clears *events
   void done(Outcome outcome);

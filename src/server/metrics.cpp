@@ -102,6 +102,10 @@ std::string Metrics::prometheus() const {
   counter("cedar_spec_verify_passes_total", "Speculative verify passes.", verify_passes_);
   gauge("cedar_requests_queued", "Requests waiting for a slot.", queued_);
   gauge("cedar_requests_active", "Requests being generated.", active_);
+  gauge("cedar_kv_reserved_bytes",
+        "KV bytes reserved by admitted requests and held by idle slot sessions.", double(kv_used_));
+  gauge("cedar_kv_pool_bytes", "The KV pool shared by the slots (--kv-ram; 0: none).",
+        double(kv_capacity_));
   runtime::BatcherStats b;
   {
     std::lock_guard<std::mutex> lk(mu_);

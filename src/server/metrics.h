@@ -54,6 +54,11 @@ class Metrics {
     queued_ = queued;
     active_ = active;
   }
+  // the scheduler's KV pool: bytes reserved by requests and idle sessions, capacity (0: none)
+  void set_kv(int64_t used, int64_t capacity) {
+    kv_used_ = used;
+    kv_capacity_ = capacity;
+  }
 
   // The batcher's counters, as of now (set before prometheus()).
   void set_batch(const runtime::BatcherStats& b) {
@@ -77,6 +82,7 @@ class Metrics {
   std::atomic<int64_t> cancelled_{0};
   std::atomic<int64_t> drafted_{0}, accepted_{0}, verify_passes_{0};
   std::atomic<int> queued_{0}, active_{0};
+  std::atomic<int64_t> kv_used_{0}, kv_capacity_{0};
   runtime::BatcherStats batch_;  // guarded by mu_
   Histogram latency_, ttft_;
 };

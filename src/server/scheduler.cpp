@@ -74,20 +74,33 @@ struct Scheduler::Slot {
   std::unique_ptr<runtime::Generator> gen;
   std::shared_ptr<Job> job;     // assigned job (guarded by Scheduler::mu_)
   std::vector<int32_t> tokens;  // the generator's tokens while idle (guarded by mu_)
+  int64_t held = 0;             // KV bytes of the idle session, in the pool (guarded by mu_)
   std::condition_variable cv;
   std::thread thread;
 };
 
 // --- Scheduler ---------------------------------------------------------------------------------
 
+namespace {
+
+// -c, at most the model's context (the model's when -c is not given)
+int64_t context_limit(const ModelConfig& cfg, int64_t asked) {
+  const int64_t model_ctx = cfg.max_position_embeddings;
+  int64_t ctx = asked > 0 ? asked : model_ctx > 0 ? model_ctx : std::numeric_limits<int32_t>::max();
+  if (model_ctx > 0) ctx = std::min(ctx, model_ctx);
+  return ctx;
+}
+
+}  // namespace
+
 Scheduler::Scheduler(runtime::Engine& engine, runtime::PrefixCacheHook* cache, SchedulerOptions opt,
                      Metrics* metrics)
-    : engine_(engine), cache_(cache), opt_(opt), metrics_(metrics) {
-  const int64_t model_ctx = engine.config().max_position_embeddings;
-  ctx_ = opt_.ctx_size > 0 ? opt_.ctx_size
-         : model_ctx > 0   ? model_ctx
-                           : std::numeric_limits<int32_t>::max();
-  if (model_ctx > 0) ctx_ = std::min(ctx_, model_ctx);
+    : engine_(engine),
+      cache_(cache),
+      opt_(opt),
+      metrics_(metrics),
+      ctx_(context_limit(engine.config(), opt.ctx_size)),
+      kv_(engine.config(), ctx_, opt.kv_pool) {
   if (const auto id = engine.tokenizer().token_to_id(text::kThinkEnd)) think_end_id_ = *id;
   runtime::BatcherOptions bo;
   bo.max_rows = std::max(1, opt_.batch_rows);
@@ -115,12 +128,59 @@ int Scheduler::active() const {
   return active_;
 }
 
+int64_t Scheduler::kv_capacity() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return kv_.capacity();
+}
+
+int64_t Scheduler::kv_used() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return kv_.used();
+}
+
+void Scheduler::reserve_kv_locked(Job& job) {
+  const JobSpec& spec = job.spec();
+  const int64_t T = int64_t(spec.prompt.size());
+  const int64_t tokens = spec.max_tokens > 0 ? T + spec.max_tokens : ctx_;
+  const int64_t need = kv_.sequence_bytes(tokens);
+  // Idle sessions are a cache: drop them, largest first, before refusing anyone.
+  while (need > kv_.free_bytes()) {
+    Slot* victim = nullptr;
+    for (auto& s : slots_)
+      if (!s->job && s->held > 0 && (!victim || s->held > victim->held)) victim = s.get();
+    if (!victim) break;
+    victim->gen->reset();  // idle: its thread waits for a job under this lock
+    victim->tokens.clear();
+    kv_.give(victim->held);
+    victim->held = 0;
+  }
+  if (!kv_.take(need)) throw ApiError(503, kv_.refusal(need, tokens, active_ + int(queue_.size())));
+  job.kv_bytes = need;
+}
+
+// After a job: its reservation goes back, the session it left stays counted in the slot (and
+// is dropped when it no longer fits: a job cancelled in the queue leaves an older, larger one).
+void Scheduler::hold_session_locked(Slot* slot) {
+  kv_.give(slot->job->kv_bytes);
+  slot->job->kv_bytes = 0;
+  const int64_t held =
+      slot->gen->tokens().empty() ? 0 : kv_.sequence_bytes(int64_t(slot->gen->tokens().size()));
+  if (kv_.take(held)) {
+    slot->held = held;
+  } else {
+    slot->gen->reset();
+    slot->held = 0;
+  }
+  slot->tokens = slot->gen->tokens();
+}
+
 void Scheduler::submit(std::shared_ptr<Job> job) {
   std::lock_guard<std::mutex> lk(mu_);
   if (stopping_) throw ApiError(503, "the server is shutting down");
   if (int(queue_.size()) >= opt_.max_queue)
     throw ApiError(503, "the server is overloaded: " + std::to_string(queue_.size()) +
                             " requests are waiting; retry later");
+  reserve_kv_locked(*job);
   queue_.push_back(std::move(job));
   dispatch_locked();
   if (metrics_) metrics_->set_queue(int(queue_.size()), active_);
@@ -146,6 +206,8 @@ void Scheduler::dispatch_locked() {
     if (!best) return;
     best->job = std::move(queue_.front());
     queue_.pop_front();
+    kv_.give(best->held);  // the job's reservation covers the session it extends
+    best->held = 0;
     ++active_;
     best->cv.notify_one();
   }
@@ -165,7 +227,7 @@ void Scheduler::slot_loop(Slot* slot) {
       // Free the slot before the client hears that the job is done, so that its next turn can
       // already be dispatched here and reuse the state.
       std::lock_guard<std::mutex> lk(mu_);
-      slot->tokens = slot->gen->tokens();
+      hold_session_locked(slot);
       slot->job.reset();
       --active_;
       dispatch_locked();
@@ -286,6 +348,10 @@ void Scheduler::stop() {
     if (stopping_ && slots_.empty()) return;
     stopping_ = true;
     dropped.swap(queue_);
+    for (auto& j : dropped) {
+      kv_.give(j->kv_bytes);
+      j->kv_bytes = 0;
+    }
     for (auto& s : slots_)
       if (s->job) s->job->cancel();
   }

@@ -7,6 +7,11 @@
 // decoding request, prefill chunks of `prefill_chunk` prompt tokens -- go through the model as
 // one batched pass (continuous batching), so a long prompt is fed in chunks next to the decoders
 // instead of stalling them. See docs/SERVER.md.
+//
+// With a KV pool smaller than every slot's full context (`--kv-ram`, runtime/kv_pool.h) a job
+// reserves the KV of its whole sequence when it is submitted (queued jobs too): one that does
+// not fit, after the idle slots' sessions are dropped, is refused with a 503 naming the numbers.
+// An idle slot's session holds the KV of its tokens until a job lands there or is evicted.
 #pragma once
 
 #include <atomic>
@@ -20,6 +25,7 @@
 
 #include "runtime/engine.h"
 #include "runtime/generator.h"
+#include "runtime/kv_pool.h"
 #include "server/job.h"
 #include "server/metrics.h"
 
@@ -32,6 +38,7 @@ struct SchedulerOptions {
   int batch_rows = 512;         // rows per batched pass (runtime::BatcherOptions::max_rows)
   int max_queue = 256;          // waiting requests beyond which submit() answers 503
   runtime::SpeculativeOptions speculative;  // DSpark speculative decoding of every request
+  int64_t kv_pool = 0;  // KV bytes shared by the slots (0: each slot holds a full context)
 };
 
 class Scheduler {
@@ -43,12 +50,16 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a job. Throws ApiError 503 when the queue is full or the server is stopping.
+  // Queues a job. Throws ApiError 503 when the queue is full, the server is stopping or the
+  // job's KV does not fit in the pool.
   void submit(std::shared_ptr<Job> job);
   // The context limit requests are checked against.
   int64_t ctx_size() const { return ctx_; }
   int queued() const;
   int active() const;
+  // The KV pool: capacity (0: unlimited) and bytes reserved by jobs and idle sessions.
+  int64_t kv_capacity() const;
+  int64_t kv_used() const;
   // Finishes the running jobs as cancelled, fails the queued ones, joins the slots.
   void stop();
 
@@ -58,6 +69,8 @@ class Scheduler {
   void slot_loop(Slot* slot);
   Outcome run(Slot* slot, Job& job);  // the job's events are pushed, the outcome returned
   void dispatch_locked();
+  void reserve_kv_locked(Job& job);  // throws ApiError 503
+  void hold_session_locked(Slot* slot);
 
   runtime::Engine& engine_;
   runtime::PrefixCacheHook* cache_;
@@ -74,6 +87,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Slot>> slots_;
   int active_ = 0;
   bool stopping_ = false;
+  runtime::KvPool kv_;  // guarded by mu_
 };
 
 }  // namespace cedar::server

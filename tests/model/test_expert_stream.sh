@@ -71,6 +71,13 @@ check "serve refuses 64 x 1M tokens in 1G" refused timeout 120 "$CEDAR_BIN" serv
 check "run refuses a budget below the dense weights" refused "$CEDAR_BIN" run -m "$M" --raw \
   -p "$P" -n 4 --mem-budget 64M
 check "inspect --plan exits 1 on a refused plan" refused plan --mem-budget 64M
+kv_refused() {  # a KV pool smaller than one full-context sequence is refused before serving
+  if "$@" >"$WORK/out.txt" 2>&1; then echo "  accepted: $*"; return 1; fi
+  grep -q "memory: --kv-ram .* cannot hold one sequence of 4096 tokens" "$WORK/out.txt" ||
+    { echo "  no --kv-ram message:"; cat "$WORK/out.txt"; return 1; }
+}
+check "serve refuses a --kv-ram below one sequence" kv_refused timeout 120 "$CEDAR_BIN" serve \
+  -m "$M" --port 0 -c 4096 --parallel 8 --kv-ram 64K
 if "$CEDAR_BIN" run -m "$M" --raw -p "$P" --mem-budget 12Q >"$WORK/out.txt" 2>&1; then
   FAILS=$((FAILS + 1)); echo "  ^ failed: a malformed --mem-budget was accepted"
 else

@@ -1,6 +1,6 @@
 // The scheduler on a generated tiny model: several jobs on fewer slots all complete with their
 // events in order, the test hook's forced output, cancellation, the queue limit, and session
-// reuse reported as cached tokens.
+// reuse reported as cached tokens, and KV admission with a shared pool.
 #include "server/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -197,6 +197,47 @@ TEST(Scheduler, QueueLimitIs503) {
   drain(*busy);
   drain(*queued);
   EXPECT_NE(queued->outcome().finish, Finish::kError);
+}
+
+// --kv-ram: jobs reserve their whole sequence at submit, idle sessions stay counted and are
+// dropped to admit a job, and what does not fit is a 503 naming memory.
+TEST(Scheduler, KvPoolAdmitsByReservationAndDropsIdleSessions) {
+  const int64_t ctx = 96;
+  const runtime::KvPool sizes(engine().config(), ctx, 0);
+  const int64_t full = sizes.sequence_bytes(ctx);
+  SchedulerOptions so;
+  so.parallel = 2;
+  so.ctx_size = ctx;
+  so.kv_pool = full + sizes.sequence_bytes(0) / 2;  // one full sequence and a bit
+  Scheduler sched(engine(), nullptr, so, nullptr);
+  EXPECT_EQ(sched.kv_capacity(), so.kv_pool);
+
+  auto first = std::make_shared<Job>(chat_job("a first turn", 2));
+  sched.submit(first);
+  drain(*first);
+  const int64_t held = sched.kv_used();  // the idle session of `first`
+  EXPECT_GT(held, sizes.sequence_bytes(0) / 2);
+  EXPECT_LT(held, full);
+
+  // a whole-context job does not fit beside that session: it is dropped to admit the job
+  JobSpec big = chat_job("a second, unrelated request", 0);
+  big.forced = engine().tokenizer().encode("fine", true);
+  big.forced->push_back(engine().stop_token_ids().at(0));
+  auto second = std::make_shared<Job>(big);
+  sched.submit(second);
+  EXPECT_EQ(sched.kv_used(), full);  // reserved at submit, the idle session gone
+  // a third whole-context job does not fit while the second holds its reservation
+  try {
+    sched.submit(std::make_shared<Job>(big));
+    ADD_FAILURE() << "expected 503";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 503);
+    EXPECT_EQ(std::string(e.what()).rfind("memory: this request needs", 0), 0u) << e.what();
+  }
+  drain(*second);
+  EXPECT_EQ(second->outcome().content, "fine");
+  EXPECT_LT(sched.kv_used(), full);  // only the second's session, counted by its tokens
+  EXPECT_GT(sched.kv_used(), 0);
 }
 
 TEST(Scheduler, SessionReuseIsReportedAsCachedTokens) {

@@ -31,6 +31,7 @@
 #include "runtime/bench_accounting.h"
 #include "runtime/bench_probes.h"
 #include "runtime/engine.h"
+#include "runtime/memory_plan.h"
 
 namespace cedar::app {
 
@@ -124,14 +125,14 @@ bench::Probe storage_probe(const Checkpoint& ck, int passes) {
   std::map<std::string, bench::ByteRange> unit;  // expert (or table piece) -> its bytes
   std::string path;
   for (const auto& [name, t] : ck.tensors()) {
-    const bool expert = name.find(".ffn.experts.") != std::string::npos;
-    if (!expert && name.find(".engram.embed.") == std::string::npos) continue;
+    const std::string expert = runtime::routed_expert_of(name);
+    if (expert.empty() && !runtime::is_engram_table(name)) continue;
     const auto where = ck.locate(t.data, t.nbytes);
     if (!where) continue;
     if (path.empty()) path = where->path;
     if (where->path != path) continue;
-    if (expert) {
-      bench::ByteRange& r = unit[name.substr(0, name.find('.', name.find(".experts.") + 9))];
+    if (!expert.empty()) {
+      bench::ByteRange& r = unit[expert];
       const uint64_t end = std::max(r.offset + r.n, uint64_t(where->offset + t.nbytes));
       r.offset = r.n ? std::min(r.offset, uint64_t(where->offset)) : uint64_t(where->offset);
       r.n = end - r.offset;

@@ -51,17 +51,15 @@ EngramStore::EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const Mod
   slot_loading_.assign(cap_, 0);
   slot_fresh_.assign(cap_, 0);
   slot_error_.resize(cap_);
-  io_ = std::thread([this] { io_loop(); });
+  // one thread: a token's rows are a few hundred bytes each, read in file order
+  io_ = std::make_unique<IoQueue>(
+      mu_, 1, [this](int64_t slot) { return take_read(size_t(slot)); },
+      [this](int64_t slot, std::exception_ptr err, int64_t bytes, double seconds) {
+        read_done(size_t(slot), err, bytes, seconds);
+      });
 }
 
-EngramStore::~EngramStore() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-  }
-  io_cv_.notify_all();
-  io_.join();
-}
+EngramStore::~EngramStore() { io_.reset(); }
 
 size_t EngramStore::claim(int64_t key) {
   // the clock: the first slot neither referenced since the hand last passed it nor being read
@@ -91,34 +89,23 @@ void EngramStore::read_row(const Table& t, int64_t r, size_t slot) {
   t.file->drop_cached(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb));
 }
 
-void EngramStore::io_loop() {
-  std::unique_lock<std::mutex> lk(mu_);
-  for (;;) {
-    io_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping
-    const size_t slot = queue_.front();
-    queue_.pop_front();
-    const int64_t key = slot_key_[slot];
-    const Table& t = tables_[size_t(key >> 56)];
-    lk.unlock();
-    std::exception_ptr err;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      read_row(t, key & ((int64_t(1) << 56) - 1), slot);
-    } catch (...) {
-      err = std::current_exception();
-    }
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    lk.lock();
-    stats_.read_seconds += secs;
-    stats_.bytes_read += row_bytes();
-    stats_.reads += 2;
-    slot_error_[slot] = err;
-    slot_loading_[slot] = 0;
-    --n_loading_;
-    done_cv_.notify_all();
-  }
+IoQueue::Read EngramStore::take_read(size_t slot) {
+  const int64_t key = slot_key_[slot];
+  const Table& t = tables_[size_t(key >> 56)];
+  return [this, &t, key, slot] {
+    read_row(t, key & ((int64_t(1) << 56) - 1), slot);
+    return int64_t(row_bytes());
+  };
+}
+
+void EngramStore::read_done(size_t slot, std::exception_ptr err, int64_t bytes, double seconds) {
+  stats_.read_seconds += seconds;
+  stats_.bytes_read += bytes;
+  stats_.reads += 2;
+  slot_error_[slot] = err;
+  slot_loading_[slot] = 0;
+  --n_loading_;
+  done_cv_.notify_all();
 }
 
 void EngramStore::prefetch(int index, const int64_t* rows, int n) {
@@ -140,9 +127,8 @@ void EngramStore::prefetch(int index, const int64_t* rows, int n) {
     slot_loading_[s] = 1;
     slot_fresh_[s] = 1;
     ++n_loading_;
-    queue_.push_back(s);
+    io_->push_locked(int64_t(s));
   }
-  io_cv_.notify_one();
 }
 
 void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, uint8_t* scales) {

@@ -13,15 +13,14 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/file_reader.h"
+#include "base/io_queue.h"
 #include "forward/weights.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -63,7 +62,9 @@ class EngramStore {
   size_t claim(int64_t key);
   // Reads row `r` of table t into slot `slot`; outside mu_.
   void read_row(const Table& t, int64_t r, size_t slot);
-  void io_loop();
+  // The I/O thread's two steps (base/io_queue.h), under mu_.
+  IoQueue::Read take_read(size_t slot);
+  void read_done(size_t slot, std::exception_ptr err, int64_t bytes, double seconds);
 
   int hd_ = 0;
   std::vector<std::unique_ptr<FileReader>> files_;
@@ -77,11 +78,9 @@ class EngramStore {
   std::vector<std::exception_ptr> slot_error_;
   std::unordered_map<int64_t, size_t> where_;
   mutable std::mutex mu_;
-  std::condition_variable io_cv_, done_cv_;
-  std::deque<size_t> queue_;  // slots to read
-  bool stop_ = false;
-  std::thread io_;
+  std::condition_variable done_cv_;
   EngramStoreStats stats_;
+  std::unique_ptr<IoQueue> io_;  // reads rows; last, so that it stops first
 };
 
 }  // namespace cedar

@@ -58,16 +58,15 @@ ExpertCache::ExpertCache(const Checkpoint& ck, const ModelWeights& w, size_t bud
   arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, size_t(n_slots_) * slot_bytes_));
   if (!arena_) throw std::runtime_error("expert cache: cannot allocate its slots");
   slots_.resize(size_t(n_slots_));
-  for (int i = 0; i < kIoThreads; ++i) io_.emplace_back([this] { io_loop(); });
+  io_ = std::make_unique<IoQueue>(
+      mu_, kIoThreads, [this](int64_t slot) { return take_read(int(slot)); },
+      [this](int64_t slot, std::exception_ptr err, int64_t bytes, double seconds) {
+        read_done(int(slot), err, bytes, seconds);
+      });
 }
 
 ExpertCache::~ExpertCache() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-  }
-  io_cv_.notify_all();
-  for (std::thread& t : io_) t.join();
+  io_.reset();  // the reads write into the arena
   std::free(arena_);
 }
 
@@ -163,8 +162,7 @@ int ExpertCache::start_read(int layer, int id) {
   Expert& e = layers_[size_t(layer)][size_t(id)];
   e.slot = v;
   e.error = nullptr;
-  queue_.push_back(v);
-  io_cv_.notify_one();
+  io_->push_locked(v);
   return v;
 }
 
@@ -186,47 +184,40 @@ void ExpertCache::read_run(const Run& r, uint8_t* base) {
 
 // One I/O thread: reads queued slots outside the lock; a failed read frees its slot and leaves
 // the error with the expert for the acquire() waiting on it.
-void ExpertCache::io_loop() {
-  std::unique_lock<std::mutex> lk(mu_);
-  for (;;) {
-    io_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping
-    const int slot = queue_.front();
-    queue_.pop_front();
-    Slot& s = slots_[size_t(slot)];
-    Expert& e = layers_[size_t(s.layer)][size_t(s.id)];
-    uint8_t* base = arena_ + size_t(slot) * slot_bytes_;
-    lk.unlock();
-    std::exception_ptr err;
+IoQueue::Read ExpertCache::take_read(int slot) {
+  const Expert& e = layers_[size_t(slots_[size_t(slot)].layer)][size_t(slots_[size_t(slot)].id)];
+  uint8_t* base = arena_ + size_t(slot) * slot_bytes_;
+  return [this, &e, base] {
     int64_t bytes = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      for (const Run& r : e.runs) read_run(r, base);  // runs are immutable after construction
-      for (const Run& r : e.runs) bytes += int64_t(r.n);
-    } catch (...) {
-      err = std::current_exception();
+    for (const Run& r : e.runs) {  // runs are immutable after construction
+      read_run(r, base);
+      bytes += int64_t(r.n);
     }
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    lk.lock();
-    stats_.read_seconds += secs;
-    stats_.bytes_read += bytes;
-    stats_.reads += int64_t(e.runs.size());
-    if (err) {
-      e.error = err;
-      e.slot = -1;
-      s.layer = s.id = -1;
-    } else {
-      s.w = e.bound;
-      for (int p = 0; p < 3; ++p) {
-        Linear& L = proj_of(s.w, p);
-        L.w = base + e.field_at[2 * p];
-        if (L.scale) L.scale = base + e.field_at[2 * p + 1];
-      }
+    return bytes;
+  };
+}
+
+void ExpertCache::read_done(int slot, std::exception_ptr err, int64_t bytes, double seconds) {
+  Slot& s = slots_[size_t(slot)];
+  Expert& e = layers_[size_t(s.layer)][size_t(s.id)];
+  stats_.read_seconds += seconds;
+  stats_.bytes_read += bytes;
+  stats_.reads += int64_t(e.runs.size());
+  if (err) {
+    e.error = err;
+    e.slot = -1;
+    s.layer = s.id = -1;
+  } else {
+    uint8_t* base = arena_ + size_t(slot) * slot_bytes_;
+    s.w = e.bound;
+    for (int p = 0; p < 3; ++p) {
+      Linear& L = proj_of(s.w, p);
+      L.w = base + e.field_at[2 * p];
+      if (L.scale) L.scale = base + e.field_at[2 * p + 1];
     }
-    s.loading = false;
-    done_cv_.notify_all();
   }
+  s.loading = false;
+  done_cv_.notify_all();
 }
 
 void ExpertCache::prefetch(int layer, const int* ids, int n, bool guess) {

@@ -25,10 +25,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/file_reader.h"
+#include "base/io_queue.h"
 #include "forward/expert_source.h"
 #include "forward/weights.h"
 #include "model/checkpoint.h"
@@ -107,7 +107,10 @@ class ExpertCache final : public ExpertSource {
   // A slot for expert `id` of `layer` (evicting by the policy) with its read queued; -1 when
   // every slot is pinned or loading. Under mu_.
   int start_read(int layer, int id);
-  void io_loop();
+  // The I/O threads' two steps (base/io_queue.h), under mu_: the read of a slot's runs, and
+  // the slot bound to its weights (or the read's error recorded) after it.
+  IoQueue::Read take_read(int slot);
+  void read_done(int slot, std::exception_ptr err, int64_t bytes, double seconds);
   void read_run(const Run& r, uint8_t* base);
 
   std::vector<std::unique_ptr<FileReader>> files_;
@@ -121,11 +124,9 @@ class ExpertCache final : public ExpertSource {
   EvictionPolicy policy_;
   uint64_t clock_ = 0;  // lookups so far
   mutable std::mutex mu_;
-  std::condition_variable io_cv_, done_cv_;
-  std::deque<int> queue_;  // slots to read
-  bool stop_ = false;
-  std::vector<std::thread> io_;
+  std::condition_variable done_cv_;
   ExpertCacheStats stats_;
+  std::unique_ptr<IoQueue> io_;  // reads slots; last, so that it stops first
 };
 
 }  // namespace cedar

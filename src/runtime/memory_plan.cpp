@@ -15,14 +15,6 @@ constexpr int64_t kMiB = int64_t(1) << 20;
 // the row cache of streamed Engram tables (a token reads ~50 rows of a few hundred bytes)
 constexpr int64_t kEngramRowCache = 64 * kMiB;
 
-// "layers.3.ffn.experts.17.w1.scale" -> "layers.3.ffn.experts.17" (empty: not a routed expert)
-std::string expert_of(const std::string& name) {
-  const size_t at = name.find(".ffn.experts.");
-  if (at == std::string::npos) return {};
-  const size_t id = at + 13, dot = name.find('.', id);
-  return dot == std::string::npos ? std::string() : name.substr(0, dot);
-}
-
 // Under a budget: the Engram tables go to storage first, then the routed experts get what is
 // left (all mapped when they fit, else an expert cache); refused below the least a pass needs.
 void fit_budget(MemoryPlan& p) {
@@ -68,8 +60,8 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   std::map<std::string, int64_t> experts;
   for (const auto& [name, t] : ck.tensors()) {
     p.checkpoint += int64_t(t.nbytes);
-    if (name.find(".engram.embed.") != std::string::npos) p.engram_tables += int64_t(t.nbytes);
-    const std::string e = expert_of(name);
+    if (is_engram_table(name)) p.engram_tables += int64_t(t.nbytes);
+    const std::string e = routed_expert_of(name);
     if (e.empty()) continue;
     p.routed_experts += int64_t(t.nbytes);
     experts[e] += int64_t(t.nbytes) + 4096;
@@ -102,6 +94,17 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   }
   if (p.budget > 0) fit_budget(p);
   return p;
+}
+
+std::string routed_expert_of(const std::string& name) {
+  const size_t at = name.find(".ffn.experts.");
+  if (at == std::string::npos) return {};
+  const size_t id = at + 13, dot = name.find('.', id);
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+bool is_engram_table(const std::string& name) {
+  return name.find(".engram.embed.") != std::string::npos;
 }
 
 int64_t sequence_kv_bytes(const KvLayout& kv, int64_t tokens) {

@@ -60,6 +60,11 @@ struct MemoryPlan {
 
 MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r);
 
+// What the plan can move to storage, by tensor name: "layers.3.ffn.experts.17.w1.scale" ->
+// "layers.3.ffn.experts.17" (empty: not a routed expert), and the Engram tables' codes/scales.
+std::string routed_expert_of(const std::string& name);
+bool is_engram_table(const std::string& name);
+
 // The KV state one sequence of `tokens` tokens holds: the compressed rows and index keys of
 // every KV source, the window and DSpark rings, and 1 MiB for the rest (mHC streams, Engram
 // history, the undo log). The plan and the server's admission count with this one formula.

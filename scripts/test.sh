@@ -13,5 +13,5 @@ bash scripts/build.sh
 # JS-corpus parity take many times longer under ASan and are left to the build above.
 bash scripts/build.sh --sanitize
 (cd build-asan && ctest --output-on-failure -j 2 --timeout 1800 \
-   -L 'unit-(base|text|state|server|runtime|model)|fuzz' \
+   -L 'unit-(base|text|vision|state|server|runtime|model)|fuzz' \
    -E '^(Generator|PrefixCacheTest|JsParity|RunCli|PerplexityCli|Bench[A-Za-z]*)\.')

@@ -12,6 +12,7 @@ int cmd_inspect(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
+int cmd_image(int argc, char** argv);
 int cmd_render(int argc, char** argv);
 int cmd_parse(int argc, char** argv);
 int cmd_bench(int argc, char** argv);

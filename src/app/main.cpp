@@ -29,6 +29,8 @@ const Command kCommands[] = {
      "perplexity of a text file, scored on the CED decoder's rows (-m DIR -f FILE [-c N])"},
     {"tokenize", cedar::app::cmd_tokenize,
      "print the token ids of a UTF-8 file (--tokenizer tokenizer.json FILE)"},
+    {"image", cedar::app::cmd_image,
+     "what the image processor makes of an image: size, grids, prompt tokens (FILE [--json])"},
     {"render", cedar::app::cmd_render,
      "print the V4.1 prompt for an OpenAI Chat Completions request (REQUEST.json)"},
     {"parse", cedar::app::cmd_parse,

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace cedar {
 
@@ -16,7 +17,10 @@ NpyWriter::NpyWriter(const std::string& path, const std::vector<int64_t>& shape,
     n *= size_t(shape[i]);
   }
   sh += ")";
-  expected_ = n * 4;
+  const std::string d = descr;  // '<f4', '<u2', '|u1': the element size is its number
+  const size_t elem = d.size() >= 3 ? size_t(std::stoul(d.substr(2))) : 0;
+  if (elem == 0 || elem > 8) throw std::runtime_error("npy: unsupported dtype '" + d + "'");
+  expected_ = n * elem;
   std::string dict =
       std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + sh + ", }";
   // magic(6) + version(2) + header length(2) + dict, padded with spaces to a multiple of 64,

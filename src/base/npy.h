@@ -1,4 +1,5 @@
-// Minimal .npy (format 1.0) writer: little-endian float32 ('<f4') or int32 ('<i4'), C order.
+// Minimal .npy (format 1.0) writer: little-endian, C order, any '<f4' / '<i4' / '<u2' / '|u1'
+// style dtype (the element size is the descr's number).
 // NpyWriter streams rows so large arrays (logits [T, vocab]) need not sit in memory at once.
 #pragma once
 

@@ -1,0 +1,74 @@
+// `cedar image FILE [--json] [--patches OUT.npy] [--pixels OUT.npy]`: what the image processor
+// makes of an image (docs/VISION.md): its format and size, the size it is letterboxed to, the
+// patch and token grids and the number of prompt tokens it costs. --patches writes the ViT input
+// (bf16 bits, [patches, 588] uint16) and --pixels the letterboxed RGB ([H, W, 3] uint8), for
+// the comparisons against the reference processor (tests/model/test_image_processor.sh).
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "app/commands.h"
+#include "app/read_file.h"
+#include "base/args.h"
+#include "base/npy.h"
+#include "vision/image_decode.h"
+#include "vision/image_processor.h"
+
+namespace cedar::app {
+
+int cmd_image(int argc, char** argv) {
+  Args args("image", {{"json", "", false, "print the plan as JSON"},
+                      {"patches", "", true, "write the ViT patches (bf16 bits) to this .npy"},
+                      {"pixels", "", true, "write the letterboxed RGB pixels to this .npy"}});
+  args.parse(argc, argv);
+  if (args.help_requested()) {
+    std::printf("%s  FILE   a PNG, JPEG, WebP or GIF image\n", args.usage().c_str());
+    return 0;
+  }
+  if (args.positional().size() != 1)
+    throw std::runtime_error("expected exactly one image FILE, got " +
+                             std::to_string(args.positional().size()));
+  const std::string& path = args.positional()[0];
+  const std::string bytes = read_file(path, "image");
+  const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  const vision::ImageFormat fmt = vision::sniff_image_format(data);
+  const vision::RgbImage img = vision::decode_image(data);
+  const vision::VisionGeometry g;
+  const vision::ImagePatches p = vision::preprocess_image(img, g);
+  const vision::ImagePlan& plan = p.plan;
+  if (args.has("patches")) {
+    NpyWriter w(args.get("patches"), {int64_t(plan.n_vit_h) * plan.n_vit_w, int64_t(p.patch_dim)},
+                "<u2");
+    w.write(p.bf16.data(), p.bf16.size() * sizeof(uint16_t));
+    w.close();
+  }
+  if (args.has("pixels")) {
+    const vision::RgbImage px = vision::letterbox(img, plan.best_width, plan.best_height);
+    NpyWriter w(args.get("pixels"), {px.height, px.width, 3}, "|u1");
+    w.write(px.rgb.data(), px.rgb.size());
+    w.close();
+  }
+  if (args.has("json")) {
+    const nlohmann::json j = {{"format", vision::image_format_name(fmt)},
+                              {"width", plan.width},
+                              {"height", plan.height},
+                              {"best_width", plan.best_width},
+                              {"best_height", plan.best_height},
+                              {"n_vit_h", plan.n_vit_h},
+                              {"n_vit_w", plan.n_vit_w},
+                              {"n_llm_h", plan.n_llm_h},
+                              {"n_llm_w", plan.n_llm_w},
+                              {"tokens", plan.tokens()}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s: %s %dx%d -> %dx%d px, %dx%d patches, %dx%d token grid, %d prompt tokens\n",
+                path.c_str(), vision::image_format_name(fmt), plan.width, plan.height,
+                plan.best_width, plan.best_height, plan.n_vit_w, plan.n_vit_h, plan.n_llm_w,
+                plan.n_llm_h, plan.tokens());
+  }
+  return 0;
+}
+
+}  // namespace cedar::app

@@ -1,5 +1,6 @@
-// `cedar image FILE [--json] [--patches OUT.npy] [--pixels OUT.npy]`: what the image processor
-// makes of an image (docs/VISION.md): its format and size, the size it is letterboxed to, the
+// `cedar image FILE [-m DIR] [--json] [--patches OUT.npy] [--pixels OUT.npy]`: what the image
+// processor (the release's, or the vision_config of the model in DIR) makes of an image
+// (docs/VISION.md): its format and size, the size it is letterboxed to, the
 // patch and token grids and the number of prompt tokens it costs. --patches writes the ViT input
 // (bf16 bits, [patches, 588] uint16) and --pixels the letterboxed RGB ([H, W, 3] uint8), for
 // the comparisons against the reference processor (tests/model/test_image_processor.sh).
@@ -13,15 +14,18 @@
 #include "app/read_file.h"
 #include "base/args.h"
 #include "base/npy.h"
+#include "model/config.h"
 #include "vision/image_decode.h"
 #include "vision/image_processor.h"
 
 namespace cedar::app {
 
 int cmd_image(int argc, char** argv) {
-  Args args("image", {{"json", "", false, "print the plan as JSON"},
-                      {"patches", "", true, "write the ViT patches (bf16 bits) to this .npy"},
-                      {"pixels", "", true, "write the letterboxed RGB pixels to this .npy"}});
+  Args args("image",
+            {{"model", "m", true, "use this model's vision_config (default: the release's)"},
+             {"json", "", false, "print the plan as JSON"},
+             {"patches", "", true, "write the ViT patches (bf16 bits) to this .npy"},
+             {"pixels", "", true, "write the letterboxed RGB pixels to this .npy"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s  FILE   a PNG, JPEG, WebP or GIF image\n", args.usage().c_str());
@@ -35,8 +39,16 @@ int cmd_image(int argc, char** argv) {
   const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   const vision::ImageFormat fmt = vision::sniff_image_format(data);
   const vision::RgbImage img = vision::decode_image(data);
-  const vision::VisionGeometry g;
+  vision::VisionGeometry g;
+  if (args.has("model")) {
+    const ModelConfig cfg = ModelConfig::from_file(args.get("model") + "/config.json");
+    if (!cfg.has_vision)
+      throw std::runtime_error(args.get("model") + ": the model has no vision tower");
+    g = vision::geometry_of(cfg.vision);
+  }
   const vision::ImagePatches p = vision::preprocess_image(img, g);
+  if (args.has("pixels") && g.max_wh_ratio > 0)
+    throw std::runtime_error("--pixels: only for the letterbox (a model without max_wh_ratio)");
   const vision::ImagePlan& plan = p.plan;
   if (args.has("patches")) {
     NpyWriter w(args.get("patches"), {int64_t(plan.n_vit_h) * plan.n_vit_w, int64_t(p.patch_dim)},

@@ -7,10 +7,12 @@
 #include <climits>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "base/json_limits.h"
 
@@ -120,6 +122,50 @@ std::string list_str(const std::vector<int>& v) {
   return s + "]";
 }
 
+// ref: vision.py VisionArgs / image_processor.py; the shape keys are required (a tower of
+// another shape must not be read with the release's constants), the rest default to the release.
+void parse_vision(const Section& v, VisionConfig* out) {
+  if (v.has("model_type") && v.get_str("model_type") != "deepseek_v41_vision")
+    fail(v.key("model_type"),
+         "'" + v.get_str("model_type") + "' is not the V4.1 vision tower (deepseek_v41_vision)");
+  VisionConfig& c = *out;
+  for (const auto& [k, dst] : std::initializer_list<std::pair<const char*, int*>>{
+           {"num_hidden_layers", &c.num_hidden_layers},
+           {"hidden_size", &c.hidden_size},
+           {"num_attention_heads", &c.num_attention_heads},
+           {"intermediate_size", &c.intermediate_size},
+           {"patch_size", &c.patch_size},
+           {"downsample_ratio", &c.downsample_ratio}}) {
+    if (!v.has(k)) fail(v.key(k), "missing (the vision tower's shape)");
+    *dst = v.get_int(k);
+  }
+  v.opt("rope_theta", &c.rope_theta);
+  v.opt("max_image_tokens", &c.max_image_tokens);
+  v.opt("min_pixels", &c.min_pixels);
+  c.max_wh_ratio = v.has("max_wh_ratio") ? v.get_num("max_wh_ratio") : 0.0;
+  auto positive = [&](const char* k, int64_t x) {
+    if (x <= 0) fail(v.key(k), "must be positive, got " + std::to_string(x));
+  };
+  positive("num_hidden_layers", c.num_hidden_layers);
+  positive("hidden_size", c.hidden_size);
+  positive("num_attention_heads", c.num_attention_heads);
+  positive("intermediate_size", c.intermediate_size);
+  positive("patch_size", c.patch_size);
+  positive("downsample_ratio", c.downsample_ratio);
+  if (c.hidden_size % c.num_attention_heads != 0 || c.head_dim() % 4 != 0)
+    fail(v.key("num_attention_heads"),
+         "hidden_size / num_attention_heads must be a multiple of 4 (2D RoPE rotates half of "
+         "each head by row and half by column), got " +
+             std::to_string(c.hidden_size) + " / " + std::to_string(c.num_attention_heads));
+  if (c.max_image_tokens < 4)
+    fail(v.key("max_image_tokens"),
+         "must be at least 4 (one token, its newline and the two delimiters), got " +
+             std::to_string(c.max_image_tokens));
+  if (c.min_pixels < 0) fail(v.key("min_pixels"), "must not be negative");
+  if (!(c.max_wh_ratio >= 0) || !(c.rope_theta > 0))
+    fail(v.key("max_wh_ratio"), "max_wh_ratio must be null or positive, rope_theta positive");
+}
+
 const char* kT = "text_config.";
 const char* kQ = "quantization_config.";
 
@@ -157,6 +203,7 @@ ModelConfig ModelConfig::from_json(const json& root) {
   c.has_vision = root.contains("vision_config") && !root["vision_config"].is_null();
   if (c.has_vision && !root["vision_config"].is_object())
     fail("vision_config", "expected an object, got " + type_of(root["vision_config"]));
+  if (c.has_vision) parse_vision(Section{&root["vision_config"], "vision_config."}, &c.vision);
 
   // Quantization.
   if (!root.contains("quantization_config"))
@@ -369,19 +416,19 @@ json ModelConfig::to_json() const {
                               {"expert_dtype", expert_dtype}};
   j["text_config"] = t;
   if (has_vision) {
-    // ModelConfig keeps no vision fields (the vision path has the fixed shapes of spec §12);
-    // write the released vision_config so that the file round-trips to has_vision = true.
-    j["vision_config"] = {{"model_type", "deepseek_v41_vision"},
-                          {"num_hidden_layers", 32},
-                          {"hidden_size", 1024},
-                          {"num_attention_heads", 16},
-                          {"intermediate_size", 2816},
-                          {"patch_size", 14},
-                          {"rope_theta", 10000},
-                          {"downsample_ratio", 3},
-                          {"max_image_tokens", 1024},
-                          {"min_pixels", 295936},
-                          {"max_wh_ratio", nullptr}};
+    const VisionConfig& v = vision;
+    j["vision_config"] = {
+        {"model_type", "deepseek_v41_vision"},
+        {"num_hidden_layers", v.num_hidden_layers},
+        {"hidden_size", v.hidden_size},
+        {"num_attention_heads", v.num_attention_heads},
+        {"intermediate_size", v.intermediate_size},
+        {"patch_size", v.patch_size},
+        {"rope_theta", v.rope_theta},
+        {"downsample_ratio", v.downsample_ratio},
+        {"max_image_tokens", v.max_image_tokens},
+        {"min_pixels", v.min_pixels},
+        {"max_wh_ratio", v.max_wh_ratio > 0 ? json(v.max_wh_ratio) : json(nullptr)}};
   }
   return j;
 }

@@ -29,6 +29,24 @@ struct LayerPlan {
   bool is_decoder = false;  // layer >= candidate source (CED decoder); false if no candidates
 };
 
+// vision_config (v41-extras.md §3): the ViT, the aligner and the image processor's geometry.
+// The defaults are the release's; a config.json must name the shape keys.
+struct VisionConfig {
+  int num_hidden_layers = 32;
+  int hidden_size = 1024;
+  int num_attention_heads = 16;
+  int intermediate_size = 2816;  // SwiGLU; mlp.w1 fuses gate and up (2x)
+  int patch_size = 14;
+  double rope_theta = 10000.0;  // 2D RoPE over (row, column)
+  int downsample_ratio = 3;     // the aligner's pixel unshuffle
+  int max_image_tokens = 1024;  // LLM tokens of one image, delimiters and newlines included
+  int64_t min_pixels = 295936;
+  double max_wh_ratio = 0;     // 0: null (no cap), as the release
+  double rms_norm_eps = 1e-6;  // ref: vision.py RMSNorm (not a config key)
+  int head_dim() const { return hidden_size / num_attention_heads; }
+  int patch_dim() const { return 3 * patch_size * patch_size; }
+};
+
 struct ModelConfig {
   // text_config
   int64_t vocab_size = 0;
@@ -93,6 +111,7 @@ struct ModelConfig {
   int64_t bos_token_id = 0, eos_token_id = 1, pad_token_id = 2;
   int64_t image_token_id = 129264;
   bool has_vision = false;  // a "vision_config" is present
+  VisionConfig vision;      // meaningful when has_vision
   // quantization_config
   std::string quant_method;            // "fp8"
   std::vector<int> weight_block_size;  // must be [32, 32]

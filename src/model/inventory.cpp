@@ -13,15 +13,6 @@ namespace cedar {
 
 namespace {
 
-// The vision tower is fixed by the release's vision_config (ModelConfig only records that one is
-// present): 32 blocks, width 1024, MLP 2816 (w1 fuses gate and up: 5632), 14x14x3 patches, 3x3
-// pixel-unshuffle into the aligner.
-constexpr int kVisionLayers = 32;
-constexpr int kVisionDim = 1024;
-constexpr int kVisionInter = 2816;
-constexpr int kVisionPatchIn = 14 * 14 * 3;
-constexpr int kVisionDownsample = 3;
-
 constexpr int kBlock = 32;  // weight_block_size [32, 32]; FP4 scale per 32 input channels
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -206,10 +197,13 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     inv.add("image_start", DType::BF16, {D});
     inv.add("image_end", DType::BF16, {D});
     inv.add("image_newline", DType::BF16, {D});
-    const int64_t V = kVisionDim;
-    inv.add("vision.patch_embed.proj.weight", DType::BF16, {V, kVisionPatchIn});
+    // the release: 32 blocks of width 1024, MLP 2816 (w1 fuses gate and up), 14x14x3 patches,
+    // 3x3 pixel unshuffle into the aligner
+    const VisionConfig& vc = c.vision;
+    const int64_t V = vc.hidden_size, I = vc.intermediate_size;
+    inv.add("vision.patch_embed.proj.weight", DType::BF16, {V, vc.patch_dim()});
     inv.add("vision.patch_embed.proj.bias", DType::BF16, {V});
-    for (int b = 0; b < kVisionLayers; ++b) {
+    for (int b = 0; b < vc.num_hidden_layers; ++b) {
       const std::string p = "vision.blocks." + std::to_string(b) + ".";
       inv.add(p + "norm1.weight", DType::BF16, {V});
       inv.add(p + "attn.wqkv.weight", DType::BF16, {3 * V, V});
@@ -217,11 +211,11 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
       inv.add(p + "attn.wo.weight", DType::BF16, {V, V});
       inv.add(p + "attn.wo.bias", DType::BF16, {V});
       inv.add(p + "norm2.weight", DType::BF16, {V});
-      inv.add(p + "mlp.w1.weight", DType::BF16, {2 * kVisionInter, V});
-      inv.add(p + "mlp.w2.weight", DType::BF16, {V, kVisionInter});
+      inv.add(p + "mlp.w1.weight", DType::BF16, {2 * I, V});
+      inv.add(p + "mlp.w2.weight", DType::BF16, {V, I});
     }
     inv.add("vision.norm.weight", DType::BF16, {V});
-    const int64_t aligner_in = V * kVisionDownsample * kVisionDownsample;
+    const int64_t aligner_in = V * vc.downsample_ratio * vc.downsample_ratio;
     inv.add("aligner.w1.weight", DType::BF16, {D, aligner_in});
     inv.add("aligner.w1.bias", DType::BF16, {D});
     inv.add("aligner.w2.weight", DType::BF16, {D, D});

@@ -51,8 +51,9 @@ ParamCounts count_params(const ModelConfig& c, const std::vector<ExpectedTensor>
       p.dspark += n;
       continue;
     }
+    // the tower, the aligner, the delimiters, and the routers' image-row bias (images only)
     if (starts_with(name, "vision.") || starts_with(name, "aligner.") ||
-        starts_with(name, "image_")) {
+        starts_with(name, "image_") || name.find(".ffn.gate.bias_vl") != std::string::npos) {
       p.vision += n;
       continue;
     }

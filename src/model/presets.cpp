@@ -65,6 +65,18 @@ void add_dspark_stages(ModelConfig& c, int markov_rank, int n_experts, int top_k
   c.dspark_num_experts_per_tok = top_k;
 }
 
+// A vision tower like the release's (v41-extras §3) at a small width and depth; the image
+// processor's geometry (patch 14, 3x3 aligner, 1024 tokens, min_pixels) stays the release's, so
+// an image costs the tokens it costs the released model.
+void add_vision_tower(ModelConfig& c, int layers, int width, int heads, int intermediate) {
+  c.has_vision = true;
+  c.vision = VisionConfig{};
+  c.vision.num_hidden_layers = layers;
+  c.vision.hidden_size = width;
+  c.vision.num_attention_heads = heads;
+  c.vision.intermediate_size = intermediate;
+}
+
 // The presets' table sizes follow from their (shrunken) engram_vocab_size through the primes.
 void set_engram_rows_from_primes(ModelConfig& c) {
   c.engram_num_embeddings = EngramLayout::build(c).num_embeddings;
@@ -73,7 +85,7 @@ void set_engram_rows_from_primes(ModelConfig& c) {
 ModelConfig tiny() {
   // One layer of every role: 0 SWA, 1 SWA + Engram, 2 r=2 Full + Engram, 3 r=2 Reuse,
   // 4 r=1 Full + candidate source, 5 r=1 Reindex (with candidates), 6 r=1 Reuse; three DSpark
-  // stages reading taps at layers 4, 5, 6. No vision_config.
+  // stages reading taps at layers 4, 5, 6; a two-block vision tower.
   ModelConfig c = release_common();
   c.hidden_size = 128;
   c.num_hidden_layers = 7;
@@ -99,13 +111,14 @@ ModelConfig tiny() {
   c.engram_head_dim = 32;
   c.engram_vocab_size = 1000;
   add_dspark_stages(c, 16, 4, 2);
+  add_vision_tower(c, 2, 64, 4, 128);
   set_engram_rows_from_primes(c);
   return c;
 }
 
 ModelConfig small() {
   // The release's full 40-layer schedule (roles, sources, Engram at 1 and 14, DSpark taps at
-  // 37-39) at small widths. No vision_config, like tiny.
+  // 37-39) at small widths, with tiny's vision tower.
   ModelConfig c = release_common();
   c.hidden_size = 256;
   c.num_hidden_layers = 40;
@@ -133,6 +146,7 @@ ModelConfig small() {
   c.engram_head_dim = 32;
   c.engram_vocab_size = 1000;
   add_dspark_stages(c, 32, 8, 3);
+  add_vision_tower(c, 2, 64, 4, 128);
   set_engram_rows_from_primes(c);
   return c;
 }

@@ -38,6 +38,16 @@ std::pair<int, int> solve_resize(int64_t h, int64_t w, const VisionGeometry& g) 
 
 }  // namespace
 
+VisionGeometry geometry_of(const VisionConfig& v) {
+  VisionGeometry g;
+  g.patch = v.patch_size;
+  g.downsample = v.downsample_ratio;
+  g.max_tokens = v.max_image_tokens;
+  g.min_pixels = v.min_pixels;
+  g.max_wh_ratio = v.max_wh_ratio;
+  return g;
+}
+
 ImagePlan plan_image(int width, int height, const VisionGeometry& g) {
   if (width <= 0 || height <= 0) throw std::invalid_argument("plan_image: an empty image");
   ImagePlan p;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/config.h"
 #include "vision/image.h"
 
 namespace cedar::vision {
@@ -21,6 +22,9 @@ struct VisionGeometry {
   int64_t min_pixels = 295936;
   double max_wh_ratio = 0;  // > 0: cap width / height there (the release: none)
 };
+
+// The processor of a model: its vision_config's patch, downsample, token and pixel limits.
+VisionGeometry geometry_of(const VisionConfig& v);
 
 // Token types of an image span (the reference's TEXT = -1 marks text rows).
 enum ImageTokenType : int8_t { kImageStart = 0, kImage = 1, kImageNewline = 2, kImageEnd = 3 };

@@ -48,9 +48,16 @@ def read_header(path):
     return meta.pop("__metadata__", None), meta
 
 
+def is_vision(name):
+    """The tensors that exist only with a vision_config: the tower, the aligner, the image
+    delimiters and the routers' bias for image rows."""
+    return (name.startswith(("vision.", "aligner.", "image_"))
+            or name.endswith(".ffn.gate.bias_vl"))
+
+
 def read_template(template, state):
     """(safetensors metadata, tensor header in order, config) of the make-model template, less
-    the DSpark stages when the trained state has none."""
+    the DSpark stages and the vision tower when the trained state has none."""
     meta, header = read_header(os.path.join(template, "model.safetensors"))
     with open(os.path.join(template, "config.json")) as f:
         config = json.load(f)
@@ -61,6 +68,9 @@ def read_template(template, state):
         text["compress_ratios"] = text["compress_ratios"][: text["num_hidden_layers"]]
         for k in DSPARK_KEYS:
             text.pop(k, None)
+    if not any(is_vision(k) for k in state):
+        header = {k: v for k, v in header.items() if not is_vision(k)}
+        config.pop("vision_config", None)
     return meta, header, config
 
 

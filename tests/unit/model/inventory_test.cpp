@@ -124,11 +124,29 @@ TEST(Inventory, SmallKeepsTheReleasedRolesOfEveryLayer) {
   const auto sm_mtp = layer_roles(small, "mtp");
   ASSERT_EQ(sm_mtp.size(), 3u);
   for (int s = 0; s < 3; ++s) EXPECT_EQ(sm_mtp.at(s), rel_mtp.at(s)) << "stage " << s;
+  // a vision tower of the config's shape (scaled down), the release's delimiters and the
+  // routers' image-row bias on every MoE layer
+  const ModelConfig cfg = preset_config("small");
+  ASSERT_TRUE(cfg.has_vision);
+  int blocks = 0, bias_vl = 0, delimiters = 0;
   for (const auto& t : small) {
-    EXPECT_EQ(t.name.rfind("vision.", 0), std::string::npos) << t.name;
-    EXPECT_EQ(t.name.find("bias_vl"), std::string::npos) << t.name;
-    EXPECT_EQ(t.name.rfind("image_", 0), std::string::npos) << t.name;
+    if (t.name.rfind("vision.blocks.", 0) == 0 && t.name.find(".norm1.weight") != std::string::npos)
+      ++blocks;
+    if (t.name.find(".ffn.gate.bias_vl") != std::string::npos) ++bias_vl;
+    if (t.name.rfind("image_", 0) == 0) {
+      ++delimiters;
+      EXPECT_EQ(t.shape, std::vector<int64_t>{cfg.hidden_size});
+    }
+    if (t.name == "vision.patch_embed.proj.weight") {
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{cfg.vision.hidden_size, 588}));
+    }
+    if (t.name == "aligner.w1.weight") {
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{cfg.hidden_size, cfg.vision.hidden_size * 9}));
+    }
   }
+  EXPECT_EQ(blocks, cfg.vision.num_hidden_layers);
+  EXPECT_EQ(bias_vl, 40 + 3);  // backbone and DSpark stages: every gate of the release has one
+  EXPECT_EQ(delimiters, 3);
 }
 
 TEST(Inventory, TinyHasOneLayerOfEveryRole) {
@@ -151,7 +169,7 @@ TEST(Inventory, TinyHasOneLayerOfEveryRole) {
     EXPECT_EQ(has(l, "engram.wkv.weight"), l == 1 || l == 2) << l;
     EXPECT_TRUE(has(l, "ffn.experts.7.w3.scale")) << l;
     EXPECT_FALSE(has(l, "ffn.experts.8.w1.weight")) << l;
-    EXPECT_FALSE(has(l, "ffn.gate.bias_vl")) << l;
+    EXPECT_TRUE(has(l, "ffn.gate.bias_vl")) << l;  // tiny carries a vision tower
     EXPECT_TRUE(has(l, "hc_ffn_scale")) << l;
   }
   EXPECT_FALSE(has(7, "attn_norm.weight"));

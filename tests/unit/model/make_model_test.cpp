@@ -109,7 +109,10 @@ TEST_F(MakeModelTest, HeaderMatchesInventoryAndLayout) {
   EXPECT_EQ(j["model_type"], "deepseek_v41");
   EXPECT_EQ(j["quantization_config"]["weight_block_size"], nlohmann::json({32, 32}));
   EXPECT_EQ(j["text_config"]["hidden_size"], 128);
-  EXPECT_FALSE(j.contains("vision_config"));
+  ASSERT_TRUE(j.contains("vision_config"));  // a two-block tower at width 64
+  EXPECT_EQ(j["vision_config"]["num_hidden_layers"], 2);
+  EXPECT_EQ(j["vision_config"]["hidden_size"], 64);
+  EXPECT_EQ(j["vision_config"]["patch_size"], 14);
   ModelConfig back = ModelConfig::from_file((dir / "config.json").string());
   EXPECT_EQ(back.to_json(), preset_config("tiny").to_json());
   EXPECT_NO_THROW(back.validate());
@@ -143,7 +146,8 @@ TEST_F(MakeModelTest, DeterministicPerSeed) {
 // model by preset + seed): a faster generator must write the same file. FNV-1a 64 of tiny seed
 // 1's model.safetensors, as written before make-model was made parallel and streaming (re-pinned
 // when the presets gained DSpark stages: one stream per tensor name, so the backbone's bytes
-// stayed what they were and only the mtp.* tensors and the header were added).
+// stayed what they were and only the mtp.* tensors and the header were added; and again when they
+// gained a vision tower: only the vision.*, aligner.*, image_* and bias_vl tensors were added).
 TEST_F(MakeModelTest, TinySeedOneBytesArePinned) {
   const std::string bytes = read_file(make("pinned", "tiny", 1) / "model.safetensors");
   uint64_t h = 0xcbf29ce484222325ull;
@@ -151,8 +155,8 @@ TEST_F(MakeModelTest, TinySeedOneBytesArePinned) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
-  EXPECT_EQ(bytes.size(), 78728722u);
-  EXPECT_EQ(h, 0x8aae3086e9cb5df9ull);
+  EXPECT_EQ(bytes.size(), 79154730u);
+  EXPECT_EQ(h, 0x754d7f0316eace08ull);
 }
 
 TEST_F(MakeModelTest, StreamWriterChecksEveryTensor) {

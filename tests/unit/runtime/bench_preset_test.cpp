@@ -42,7 +42,7 @@ TEST(BenchPreset, ReleaseScheduleLikeSmall) {
   EXPECT_EQ(b.engram_layer_ids, (std::vector<int>{1, 14}));
   EXPECT_EQ(b.num_nextn_predict_layers, 3);  // DSpark stages like the release
   EXPECT_EQ(b.dspark_target_layer_ids, (std::vector<int>{37, 38, 39}));
-  EXPECT_FALSE(b.has_vision);
+  EXPECT_TRUE(b.has_vision);  // a small tower like small's (the processor is the release's)
   EXPECT_TRUE(bench::has_ced_split(b));
   ASSERT_EQ(b.layers.size(), s.layers.size());
   for (size_t l = 0; l < b.layers.size(); ++l) {
@@ -63,6 +63,7 @@ TEST(BenchPreset, EveryGemmReductionIsWholeBlocks) {
   EXPECT_EQ(c.head_dim % 32, 0);
   for (const ExpectedTensor& t : expected_tensors(c)) {
     if (t.shape.size() != 2 || t.dtype == DType::F8_E8M0) continue;
+    if (t.name.rfind("vision.", 0) == 0) continue;  // bf16 GEMMs; K = 588 in the release too
     const int64_t k = t.dtype == DType::I8 ? 2 * t.shape[1] : t.shape[1];  // FP4: 2 per byte
     EXPECT_EQ(k % 32, 0) << t.name;
   }

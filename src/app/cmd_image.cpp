@@ -1,9 +1,11 @@
-// `cedar image FILE [-m DIR] [--json] [--patches OUT.npy] [--pixels OUT.npy]`: what the image
-// processor (the release's, or the vision_config of the model in DIR) makes of an image
-// (docs/VISION.md): its format and size, the size it is letterboxed to, the
-// patch and token grids and the number of prompt tokens it costs. --patches writes the ViT input
-// (bf16 bits, [patches, 588] uint16) and --pixels the letterboxed RGB ([H, W, 3] uint8), for
-// the comparisons against the reference processor (tests/model/test_image_processor.sh).
+// `cedar image FILE [-m DIR] [--json] [--patches OUT.npy] [--pixels OUT.npy] [--embed OUT.npy]`:
+// what the image processor (the release's, or the vision_config of the model in DIR) makes of an
+// image (docs/VISION.md): its format and size, the size it is letterboxed to, the patch and token
+// grids and the number of prompt tokens it costs. --patches writes the ViT input (bf16 bits,
+// [patches, 588] uint16) and --pixels the letterboxed RGB ([H, W, 3] uint8), for the comparisons
+// against the reference processor (tests/model/test_image_processor.sh); --embed runs the model's
+// vision tower and aligner and writes the image's rows (float32 [n_llm_h * n_llm_w, hidden]),
+// the oracle comparison of tests/model/test_vision_tower.sh.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -14,18 +16,47 @@
 #include "app/read_file.h"
 #include "base/args.h"
 #include "base/npy.h"
+#include "base/thread_pool.h"
+#include "forward/vision_tower.h"
+#include "forward/weights.h"
+#include "kernels/kernel_table.h"
+#include "model/checkpoint.h"
 #include "model/config.h"
 #include "vision/image_decode.h"
 #include "vision/image_processor.h"
 
 namespace cedar::app {
 
+namespace {
+
+// --embed: the aligner rows of the image, through the model's vision tower.
+void write_embedding(const Args& args, const vision::ImagePatches& p) {
+  const KernelTable& kernels = choose_kernels(args.get("kernels", ""));
+  const long long threads = args.get_int("threads", 0);
+  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
+  auto ckpt = Checkpoint::open(args.get("model"));
+  const ModelWeights weights = ModelWeights::bind(*ckpt);
+  ThreadPool pool(static_cast<int>(threads));
+  const Ctx ctx{kernels, pool};
+  const std::vector<float> rows = encode_image(ctx, ckpt->config(), weights.vision, p);
+  NpyWriter w(args.get("embed"),
+              {int64_t(p.plan.n_llm_h) * p.plan.n_llm_w, int64_t(ckpt->config().hidden_size)},
+              "<f4");
+  w.write(rows.data(), rows.size() * sizeof(float));
+  w.close();
+}
+
+}  // namespace
+
 int cmd_image(int argc, char** argv) {
   Args args("image",
             {{"model", "m", true, "use this model's vision_config (default: the release's)"},
              {"json", "", false, "print the plan as JSON"},
              {"patches", "", true, "write the ViT patches (bf16 bits) to this .npy"},
-             {"pixels", "", true, "write the letterboxed RGB pixels to this .npy"}});
+             {"pixels", "", true, "write the letterboxed RGB pixels to this .npy"},
+             {"embed", "", true, "run the vision tower of -m; write the image's rows to this .npy"},
+             {"kernels", "", true, kKernelsHelp},
+             {"threads", "t", true, "worker threads for --embed (default: all cores)"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s  FILE   a PNG, JPEG, WebP or GIF image\n", args.usage().c_str());
@@ -61,6 +92,10 @@ int cmd_image(int argc, char** argv) {
     NpyWriter w(args.get("pixels"), {px.height, px.width, 3}, "|u1");
     w.write(px.rgb.data(), px.rgb.size());
     w.close();
+  }
+  if (args.has("embed")) {
+    if (!args.has("model")) throw std::runtime_error("--embed needs the model (-m DIR)");
+    write_embedding(args, p);
   }
   if (args.has("json")) {
     const nlohmann::json j = {{"format", vision::image_format_name(fmt)},

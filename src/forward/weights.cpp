@@ -182,6 +182,7 @@ LayerWeights bind_block(ModelWeights& W, const Checkpoint& ck, const LayerPlan& 
   const int I = c.moe_intermediate_size;
   L.gate = linear_of(W, ck, p + "ffn.gate", E, D, Linear::Kind::BF16);
   L.gate_bias = f32_vec(W, ck, p + "ffn.gate.bias", {E});
+  if (c.has_vision) L.gate_bias_vl = f32_vec(W, ck, p + "ffn.gate.bias_vl", {E});
   L.experts.resize(size_t(E));
   for (int e = 0; e < E; ++e) {
     const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
@@ -240,6 +241,40 @@ DSparkWeights bind_dspark(ModelWeights& W, const Checkpoint& ck) {
   return d;
 }
 
+// ref: vision.py ViT.__init__, Aligner.__init__; model.py (image_start/end/newline)
+VisionWeights bind_vision(ModelWeights& W, const Checkpoint& ck) {
+  const ModelConfig& c = ck.config();
+  const VisionConfig& vc = c.vision;
+  const int V = vc.hidden_size, I = vc.intermediate_size, D = c.hidden_size;
+  const int r2 = vc.downsample_ratio * vc.downsample_ratio;
+  const auto bf16 = Linear::Kind::BF16;
+  VisionWeights v;
+  v.patch_embed = linear_of(W, ck, "vision.patch_embed.proj", V, vc.patch_dim(), bf16);
+  v.patch_embed_bias = bf16_vec(W, ck, "vision.patch_embed.proj.bias", {V});
+  for (int b = 0; b < vc.num_hidden_layers; ++b) {
+    const std::string p = "vision.blocks." + std::to_string(b) + ".";
+    VisionBlockWeights B;
+    B.norm1 = bf16_vec(W, ck, p + "norm1.weight", {V});
+    B.norm2 = bf16_vec(W, ck, p + "norm2.weight", {V});
+    B.wqkv = linear_of(W, ck, p + "attn.wqkv", 3 * V, V, bf16);
+    B.wqkv_bias = bf16_vec(W, ck, p + "attn.wqkv.bias", {3 * V});
+    B.wo = linear_of(W, ck, p + "attn.wo", V, V, bf16);
+    B.wo_bias = bf16_vec(W, ck, p + "attn.wo.bias", {V});
+    B.w1 = linear_of(W, ck, p + "mlp.w1", 2 * I, V, bf16);
+    B.w2 = linear_of(W, ck, p + "mlp.w2", V, I, bf16);
+    v.blocks.push_back(B);
+  }
+  v.norm = bf16_vec(W, ck, "vision.norm.weight", {V});
+  v.aligner_w1 = linear_of(W, ck, "aligner.w1", D, V * r2, bf16);
+  v.aligner_b1 = bf16_vec(W, ck, "aligner.w1.bias", {D});
+  v.aligner_w2 = linear_of(W, ck, "aligner.w2", D, D, bf16);
+  v.aligner_b2 = bf16_vec(W, ck, "aligner.w2.bias", {D});
+  v.image_start = bf16_vec(W, ck, "image_start", {D});
+  v.image_end = bf16_vec(W, ck, "image_end", {D});
+  v.image_newline = bf16_vec(W, ck, "image_newline", {D});
+  return v;
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::bind(const Checkpoint& ck) {
@@ -259,6 +294,7 @@ ModelWeights ModelWeights::bind(const Checkpoint& ck) {
     W.layers.push_back(
         bind_block(W, ck, c.plan(l), "layers." + std::to_string(l) + ".", c.n_routed_experts));
   if (c.num_nextn_predict_layers > 0) W.dspark = bind_dspark(W, ck);
+  if (c.has_vision) W.vision = bind_vision(W, ck);
   return W;
 }
 

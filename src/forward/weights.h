@@ -60,8 +60,9 @@ struct LayerWeights {
   // indexer query (index sources)
   Linear idx_wq_b, idx_weights_proj;
   // MoE
-  Linear gate;                       // [n_routed_experts, D] bf16
-  const float* gate_bias = nullptr;  // [n_routed_experts]
+  Linear gate;                          // [n_routed_experts, D] bf16
+  const float* gate_bias = nullptr;     // [n_routed_experts]
+  const float* gate_bias_vl = nullptr;  // [n_routed_experts] for image-span rows (vision models)
   std::vector<ExpertWeights> experts;
   ExpertWeights shared;
   // Engram
@@ -86,6 +87,23 @@ struct DSparkWeights {
   Linear confidence;                       // [1, D + rank] bf16 (used as fp32)
 };
 
+// The vision tower and the aligner (vision.*, aligner.*; v41-extras §3.2-3.3) and the image
+// span's delimiter rows. ref: vision.py ViT, Block, Aligner
+struct VisionBlockWeights {
+  const uint16_t *norm1 = nullptr, *norm2 = nullptr;  // [V] bf16
+  Linear wqkv, wo, w1, w2;                            // bf16; w1 fuses gate | up
+  const uint16_t *wqkv_bias = nullptr, *wo_bias = nullptr;
+};
+struct VisionWeights {
+  Linear patch_embed;  // [V, 3 * patch^2]
+  const uint16_t* patch_embed_bias = nullptr;
+  std::vector<VisionBlockWeights> blocks;  // empty: the model has no vision tower
+  const uint16_t* norm = nullptr;          // [V]
+  Linear aligner_w1, aligner_w2;           // [D, V * r^2], [D, D]
+  const uint16_t *aligner_b1 = nullptr, *aligner_b2 = nullptr;
+  const uint16_t *image_start = nullptr, *image_end = nullptr, *image_newline = nullptr;  // [D]
+};
+
 struct ModelWeights {
   const uint16_t* embed = nullptr;  // [vocab, D]
   const uint16_t* head = nullptr;   // [vocab, D]
@@ -93,6 +111,7 @@ struct ModelWeights {
   Linear lm_head;                   // `head` as a bf16 [vocab, D] projection (fp32 logits)
   std::vector<LayerWeights> layers;
   DSparkWeights dspark;
+  VisionWeights vision;
 
   // Binds every tensor; throws std::runtime_error naming the tensor on a missing tensor or an
   // unexpected dtype/shape. bf16/fp32 tensors the mapping leaves misaligned are copied into

@@ -91,6 +91,14 @@ struct KernelTable {
                       float scale, float* out, float* scratch);
   size_t (*sparse_attn_scratch)(int H, int hd);
 
+  // The vision tower's attention for one head (vision.py Attention through SDPA; docs/VISION.md
+  // "Arithmetic"): every query sees all n keys. q [nq, hd], k and v [n, hd] with rows `ld` floats
+  // apart (the fused wqkv output), bf16 values; out [nq, hd] bf16 values, rows `ldo` apart.
+  // scratch: dense_attn_scratch(n, hd) floats.
+  void (*dense_attn)(const float* q, int nq, const float* k, const float* v, int n, int hd, int ld,
+                     float scale, float* out, int ldo, float* scratch);
+  size_t (*dense_attn_scratch)(int n, int hd);
+
   // ref: model.py Indexer.forward scores of one query against n index keys (NUMERICS §C):
   // qc [IH, ihd] = 2 * E2M1 value of the query codes (integers in [-12, 12]), qe [IH, ihd/32]
   // its UE8M0 scale codes, w [IH] the per-head weights; keys packed E2M1 [*, ihd/2] and their

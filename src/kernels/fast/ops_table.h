@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/fast/attn.h"
+#include "kernels/fast/dense_attn.h"
 #include "kernels/fast/index_scores.h"
 #include "kernels/fast/quant_fp4.h"
 #include "kernels/fast/rowops.h"
@@ -22,6 +23,8 @@ void fill_ops(KernelTable& k) {
   k.rope = rope;
   k.sparse_attn = sparse_attn;
   k.sparse_attn_scratch = sparse_attn_scratch;
+  k.dense_attn = dense_attn;
+  k.dense_attn_scratch = dense_attn_scratch;
   k.index_scores = index_scores;
   k.hc_pre = hc_pre;
   k.hc_post = hc_post;

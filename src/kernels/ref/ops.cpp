@@ -1,7 +1,8 @@
 // Reference kernels other than quantizers and GEMMs: RMSNorm, RoPE, sparse_attn over packed keys,
-// the indexer scores, hc_split_sinkhorn, hc_pre/hc_post, the SwiGLU activation and the CUDA top-k
-// rule (NUMERICS §N, §P, §A, §C, §B, §M).
+// the vision tower's dense attention, the indexer scores, hc_split_sinkhorn, hc_pre/hc_post, the
+// SwiGLU activation and the CUDA top-k rule (NUMERICS §N, §P, §A, §C, §B, §M; docs/VISION.md).
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -97,6 +98,39 @@ void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const floa
   for (int h = 0; h < H; ++h)
     sparse_attn_head(q + size_t(h) * hd, hd, kv.data(), n, sink[h], scale, scratch, blk.data(),
                      out + size_t(h) * hd);
+}
+
+// The vision tower's softmax attention (docs/VISION.md "Arithmetic"): scores fp32(exact q.k) *
+// scale, exp(s - max) correctly rounded, an exact denominator, the probabilities materialised in
+// fp32 (SDPA's softmax output) and the exact products p * v summed per output channel.
+size_t dense_attn_scratch(int n, int) { return size_t(n); }
+
+void dense_attn(const float* q, int nq, const float* k, const float* v, int n, int hd, int ld,
+                float scale, float* out, int ldo, float* scratch) {
+  float* p = scratch;
+  std::vector<double> acc(static_cast<size_t>(hd));
+  for (int i = 0; i < nq; ++i) {
+    const float* qi = q + size_t(i) * size_t(ld);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < n; ++j) {
+      p[j] = fmath::round_sum(simd::dot_lanes(qi, k + size_t(j) * size_t(ld), hd)) * scale;
+      mx = std::max(mx, p[j]);
+    }
+    double den = 0;
+    for (int j = 0; j < n; ++j) {
+      p[j] = fmath::exp(p[j] - mx);
+      den += double(p[j]);
+    }
+    const float d = fmath::round_sum(den);
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int j = 0; j < n; ++j) {
+      const double pj = double(p[j] / d);
+      const float* vj = v + size_t(j) * size_t(ld);
+      for (int c = 0; c < hd; ++c) acc[c] += pj * double(vj[c]);  // exact fp32 x bf16 products
+    }
+    for (int c = 0; c < hd; ++c)
+      out[size_t(i) * size_t(ldo) + c] = round_bf16(fmath::round_sum(acc[c]));
+  }
 }
 
 namespace {

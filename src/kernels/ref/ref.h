@@ -49,6 +49,9 @@ void rope(float* x, int rd, const float* cos, const float* sin, bool inverse);
 void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const float* sink,
                  float scale, float* out, float* scratch);
 size_t sparse_attn_scratch(int H, int hd);
+void dense_attn(const float* q, int nq, const float* k, const float* v, int n, int hd, int ld,
+                float scale, float* out, int ldo, float* scratch);
+size_t dense_attn_scratch(int n, int hd);
 void index_scores(const int8_t* qc, const uint8_t* qe, const float* w, int IH, int ihd,
                   const uint8_t* keys, const uint8_t* key_scales, const int32_t* rows, int64_t n,
                   float* score);

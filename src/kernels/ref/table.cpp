@@ -21,6 +21,8 @@ const KernelTable& table() {
       rope,
       sparse_attn,
       sparse_attn_scratch,
+      dense_attn,
+      dense_attn_scratch,
       index_scores,
       hc_split_sinkhorn,
       hc_pre,

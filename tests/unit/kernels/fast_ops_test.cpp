@@ -5,7 +5,8 @@
 // within two bf16 ulps of each head's largest |output|, >= 99.9% of the elements within one ulp of
 // their own magnitude and >= 99.5% equal (measured: at most 1 head ulp, 99.99%, 99.96%). Also batch
 // invariance: a head's attention output does not depend on the heads beside it, an index score not
-// on the rows beside it, and the same call twice gives the same bits.
+// on the rows beside it, and the same call twice gives the same bits. dense_attn (the vision
+// tower's) within two bf16 ulps of each query row's largest |output|, >= 99% within one ulp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -455,6 +456,63 @@ TEST_P(FastOps, SparseAttnHeadsAreIndependent) {
 
 std::string table_name(const ::testing::TestParamInfo<const KernelTable*>& i) {
   return std::string(i.param->name);
+}
+
+// ---- dense_attn (the vision tower's) ----
+
+// q, k, v of one head interleaved in rows of width ld = 3 * hd, as the fused wqkv output
+std::vector<float> run_dense(const KernelTable& k, const std::vector<float>& qkv, int nq, int n,
+                             int hd) {
+  const int ld = 3 * hd;
+  std::vector<float> out(size_t(nq) * hd, -7.0f), scratch(k.dense_attn_scratch(n, hd), 3.0f);
+  k.dense_attn(qkv.data(), nq, qkv.data() + hd, qkv.data() + 2 * hd, n, hd, ld,
+               float(1.0 / std::sqrt(double(hd))), out.data(), hd, scratch.data());
+  return out;
+}
+
+TEST_P(FastOps, DenseAttnCloseToRef) {
+  const KernelTable& k = *GetParam();
+  struct Shape {
+    int nq, n, hd;
+    float sd;  // larger: sharper softmax
+  };
+  AttnResult res;
+  unsigned seed = 100;
+  for (const Shape& s : {Shape{1, 1, 16, 1.0f}, Shape{5, 37, 16, 1.0f}, Shape{64, 200, 64, 2.0f},
+                         Shape{3, 300, 20, 1.0f}, Shape{9, 64, 64, 4.0f}, Shape{7, 1521, 16, 1.0f},
+                         Shape{4, 90, 128, 0.5f}}) {
+    const int n = std::max(s.nq, s.n);
+    const auto qkv = bf16_normal(size_t(n) * 3 * s.hd, seed++, s.sd);
+    const auto r = run_dense(ref_table(), qkv, s.nq, n, s.hd);
+    const auto f = run_dense(k, qkv, s.nq, n, s.hd);
+    AttnResult one;
+    compare_attn(r, f, s.nq, s.hd, &one);  // each query's row like a head's
+    EXPECT_LE(one.worst_head_ulps, 2.0) << k.name << " nq=" << s.nq << " n=" << n << " hd=" << s.hd;
+    res.worst_head_ulps = std::max(res.worst_head_ulps, one.worst_head_ulps);
+    res.total += one.total;
+    res.within1 += one.within1;
+    res.equal += one.equal;
+    // one key: the output is that key's value row, exactly, in every table
+    if (n == 1) {
+      for (int d = 0; d < s.hd; ++d) EXPECT_EQ(f[size_t(d)], qkv[size_t(2 * s.hd + d)]) << k.name;
+    }
+    // a query's output does not depend on the queries computed with it
+    for (int i = 0; i < s.nq; i += 3) {
+      std::vector<float> alone(qkv.begin() + size_t(i) * 3 * s.hd,
+                               qkv.begin() + size_t(i + 1) * 3 * s.hd);
+      const int ld = 3 * s.hd;
+      std::vector<float> o(size_t(s.hd)), sc(k.dense_attn_scratch(n, s.hd));
+      k.dense_attn(alone.data(), 1, qkv.data() + s.hd, qkv.data() + 2 * s.hd, n, s.hd, ld,
+                   float(1.0 / std::sqrt(double(s.hd))), o.data(), s.hd, sc.data());
+      ASSERT_TRUE(std::equal(o.begin(), o.end(), f.begin() + size_t(i) * s.hd))
+          << k.name << " query " << i;
+    }
+  }
+  std::printf(
+      "[ dense_attn %s ] %lld outputs, %lld equal, %lld within 1 ulp, worst %.3f row ulps\n",
+      std::string(k.name).c_str(), (long long)res.total, (long long)res.equal,
+      (long long)res.within1, res.worst_head_ulps);
+  EXPECT_GE(res.within1, res.total * 99 / 100) << k.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, FastOps, ::testing::ValuesIn(supported_kernel_tables()),

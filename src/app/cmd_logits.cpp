@@ -5,7 +5,9 @@
 // --draft-out DIR [--anchor ID]: the forwards also seed the DSpark rings, then one draft cycle
 // after the prompt (anchor: the target's argmax at the last position) writes DIR/tokens.npy
 // (int32 [block + 1]), DIR/logits.npy (float32 [block, vocab]) and DIR/confidence.npy
-// (float32 [block]) -- what tools/reference/draft.py writes.
+// (float32 [block]) -- what tools/reference/draft.py writes. --image A.png,B.jpg: each image
+// takes one image placeholder of the ids (in order), which expands to its span; T counts the
+// expanded prompt (tools/reference/logits.py --image is the oracle).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -18,14 +20,17 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/read_file.h"
 #include "base/args.h"
 #include "base/npy.h"
 #include "base/thread_pool.h"
 #include "forward/engram_store.h"
 #include "forward/expert_cache.h"
 #include "forward/transformer.h"
+#include "forward/vision_tower.h"
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
+#include "runtime/prompt_images.h"
 #include "text/engram_token_map.h"
 #include "text/tokenizer.h"
 
@@ -69,6 +74,9 @@ int cmd_logits(int argc, char** argv) {
                        {"draft-out", "", true, "also run one DSpark draft cycle, into DIR"},
                        {"anchor", "", true, "the draft's anchor token (default: argmax)"},
                        {"kernels", "", true, kKernelsHelp},
+                       {"image", "", true,
+                        "comma-separated image files, one per image placeholder of the ids (each "
+                        "expands to its image's span)"},
                        {"expert-slots", "", true,
                         "read the routed experts from the shards into an N-slot cache instead of "
                         "mapping them (tests of the expert cache)"},
@@ -148,6 +156,28 @@ int cmd_logits(int argc, char** argv) {
     model.set_engram_store(engram.get());
   }
   SequenceState st = model.new_state();
+  // images: each takes a placeholder of the ids, which expands to its span
+  std::vector<std::string> image_files;
+  for (std::stringstream ss(args.get("image", "")); ss.good();) {
+    std::string f;
+    std::getline(ss, f, ',');
+    if (!f.empty()) image_files.push_back(f);
+  }
+  std::vector<vision::ImagePlan> plans;
+  std::vector<std::vector<float>> rows;
+  for (const std::string& f : image_files) {
+    const std::string bytes = read_file(f, "image");
+    const auto patches = preprocess_image_file(
+        cfg, std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    plans.push_back(patches->plan);
+    rows.push_back(encode_image(Ctx{kernels, pool}, cfg, model.weights().vision, *patches));
+  }
+  std::vector<ImageInput> images;
+  if (!plans.empty()) {
+    ExpandedPrompt e = expand_images(ids, int32_t(cfg.image_token_id), plans);
+    ids = std::move(e.ids);
+    for (size_t k = 0; k < e.spans.size(); ++k) images.push_back({e.spans[k], rows[k].data()});
+  }
 
   const int64_t T = int64_t(ids.size()), V = cfg.vocab_size;
   NpyWriter out(out_path, {T, V});
@@ -163,6 +193,7 @@ int cmd_logits(int argc, char** argv) {
   for (int64_t p = 0; p < T; p += chunk) {
     const int n = int(std::min<int64_t>(chunk, T - p));
     logits.resize(size_t(n) * size_t(V));
+    opt.images = images_in(images, p, n);
     model.forward(st, ids.data() + p, n, p, opt, logits.data());
     out.write(logits.data(), logits.size() * sizeof(float));
   }

@@ -20,11 +20,13 @@
 #include "app/commands.h"
 #include "app/line_reader.h"
 #include "app/load_model.h"
+#include "app/read_file.h"
 #include "base/args.h"
 #include "base/progress.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
+#include "runtime/prompt_images.h"
 #include "text/chat_request.h"
 
 namespace cedar::app {
@@ -165,26 +167,33 @@ struct RunConfig {
   int effort = 75;
   std::string cache_dir;  // "": no prefix cache
   runtime::PrefixCacheOptions cache;
-  bool prefetch = true;     // read the weights in after loading (load_model.h)
-  std::string speculative;  // "", "off" or "dspark" ("": dspark when the model has stages)
+  bool prefetch = true;             // read the weights in after loading (load_model.h)
+  std::string speculative;          // "", "off" or "dspark" ("": dspark when the model has stages)
+  std::vector<std::string> images;  // --image files, in order
 };
 
 // Parses the flags; every problem is a UsageError. Returns false for --help (usage printed).
 bool parse_flags(int argc, char** argv, RunConfig* rc) {
-  // --stop is repeatable, which Args does not do: take it out first.
+  // --stop and --image are repeatable, which Args does not do: take them out first.
   std::vector<std::string> stops;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
-    if (i > 0 && a == "--stop") {
-      if (i + 1 >= argc) throw UsageError("option --stop needs a value");
-      stops.push_back(argv[++i]);
-    } else if (i > 0 && a.rfind("--stop=", 0) == 0) {
-      stops.push_back(a.substr(7));
-    } else {
+    std::vector<std::string>* to = nullptr;
+    std::string name;
+    for (auto [n, v] : {std::pair{"--stop", &stops}, std::pair{"--image", &rc->images}})
+      if (i > 0 && (a == n || a.rfind(std::string(n) + "=", 0) == 0)) to = v, name = n;
+    if (!to) {
       rest.push_back(argv[i]);
+    } else if (a == name) {
+      if (i + 1 >= argc) throw UsageError("option " + name + " needs a value");
+      to->push_back(argv[++i]);
+    } else {
+      to->push_back(a.substr(name.size() + 1));
     }
   }
+  for (const auto& f : rc->images)
+    if (f.empty()) throw UsageError("option --image: the file name must not be empty");
   for (const auto& s : stops)
     if (s.empty()) throw UsageError("option --stop: the stop string must not be empty");
 
@@ -200,6 +209,9 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                     {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
                     {"seed", "s", true, "sampling seed (default 0)"},
                     {"stop", "", true, "stop string (repeatable)"},
+                    {"image", "", true,
+                     "an image file (PNG, JPEG, WebP, GIF) before the prompt's text (repeatable; "
+                     "one-shot prompts)"},
                     {"think", "", true, "thinking on with reasoning effort 1..100 (default 75)"},
                     {"nothink", "", false, "thinking off"},
                     {"system", "", true, "system message"},
@@ -300,6 +312,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->effort = int(int_flag(args, "think", 75, 1, 100, "between 1 and 100"));
   rc->thinking = !args.has("nothink");
   if (rc->raw && rc->interactive) throw UsageError("--raw needs a one-shot prompt (-p or -f)");
+  if (!rc->images.empty() && (rc->raw || rc->interactive))
+    throw UsageError("--image needs a one-shot chat prompt (-p or -f, not --raw)");
   if (rc->raw && (args.has("think") || args.has("nothink") || args.has("system")))
     throw UsageError("--raw prompts use no chat template (--think/--nothink/--system)");
   return true;
@@ -446,9 +460,22 @@ int cmd_run(int argc, char** argv) {
   } else {
     ojson messages = ojson::array();
     if (!rc.system.empty()) messages.push_back(ojson{{"role", "system"}, {"content", rc.system}});
-    messages.push_back(ojson{{"role", "user"}, {"content", rc.prompt}});
+    // the images first, then the text (as an OpenAI image_url part per file)
+    ojson content = rc.prompt;
+    if (!rc.images.empty()) {
+      content = ojson::array();
+      for (const auto& f : rc.images)
+        content.push_back({{"type", "image_url"}, {"image_url", {{"url", f}}}});
+      content.push_back({{"type", "text"}, {"text", rc.prompt}});
+    }
+    messages.push_back(ojson{{"role", "user"}, {"content", content}});
     prompt = engine->render_request(chat_body(messages, rc.thinking, rc.effort));
   }
+  std::vector<std::string> bytes;
+  for (const auto& f : prompt.images) bytes.push_back(read_file(f, "--image"));
+  const std::vector<PromptImage> images =
+      attach_images(engine->config(), &prompt.ids, bytes);  // the spans' ids, the patches
+  rc.gen.images = images;
   run_turn(gen, cache.get(), prompt, rc.gen, !rc.raw);
   return 0;
 }

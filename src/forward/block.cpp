@@ -58,7 +58,8 @@ HcSite hc_site(const ModelConfig& cfg, const LayerWeights& w, bool attn,
 
 void mhc_block(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const HcSite& attn,
                const HcSite& ffn_site, const MoE& ffn, float* h, float* pre_mix, int n,
-               const std::function<void(const float* xn, float* y)>& attention, float* y) {
+               const std::function<void(const float* xn, float* y)>& attention, float* y,
+               const uint8_t* image) {
   const int hc = cfg.hc_mult, D = cfg.hidden_size;
   const float eps = float(cfg.rms_norm_eps);
   const size_t HD = size_t(hc) * D;
@@ -89,13 +90,23 @@ void mhc_block(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, co
     }
   });
   // the MoE is row-wise: the batch's rows share every expert's weights in one pass
-  ffn.forward(ctx, xn.data(), n, y);
+  ffn.forward(ctx, xn.data(), n, y, image);
   ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       ctx.k.hc_post(y + i * D, h1.data() + i * HD, qf.data() + i * hc, Cf.data() + i * hc * hc, hc,
                     D, h + i * HD);
   });
   std::copy(pf.begin(), pf.end(), pre_mix);
+}
+
+std::vector<uint8_t> image_rows(std::span<const Segment> segs) {
+  bool any = false;
+  for (const Segment& sg : segs) any = any || !sg.fp->image.empty();
+  if (!any) return {};
+  std::vector<uint8_t> f(size_t(segs.back().row0 + segs.back().fp->n), 0);
+  for (const Segment& sg : segs)
+    std::copy(sg.fp->image.begin(), sg.fp->image.end(), f.begin() + sg.row0);
+  return f;
 }
 
 Block::Block(const ModelConfig& cfg, int layer, const LayerWeights& w)
@@ -112,9 +123,11 @@ void Block::forward(const Ctx& ctx, float* h, float* pre_mix, std::span<const Se
   const int n = segs.back().row0 + segs.back().fp->n, hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const size_t HD = size_t(hc) * D;
   Scratch<float> y(size_t(n) * D);
+  const std::vector<uint8_t> image = image_rows(segs);
   mhc_block(
       ctx, cfg_, w_, hc_attn_, hc_ffn_, ffn_, h, pre_mix, n,
-      [&](const float* xn, float* out) { attn_.forward(ctx, xn, segs, out); }, y.data());
+      [&](const float* xn, float* out) { attn_.forward(ctx, xn, segs, out); }, y.data(),
+      image.empty() ? nullptr : image.data());
   for (const Segment& sg : segs) {
     const ForwardPass& fp = *sg.fp;
     if (!fp.dump || !fp.dump->active()) continue;

@@ -43,7 +43,12 @@ HcSite hc_site(const ModelConfig& cfg, const LayerWeights& w, bool attn, const s
 // holds the MoE output afterwards (for dumps).
 void mhc_block(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const HcSite& attn,
                const HcSite& ffn_site, const MoE& ffn, float* h, float* pre_mix, int n,
-               const std::function<void(const float* xn, float* y)>& attention, float* y);
+               const std::function<void(const float* xn, float* y)>& attention, float* y,
+               const uint8_t* image = nullptr);
+
+// The image flags of a batch's rows (ForwardPass::image, laid out like the segments); empty when
+// no segment holds an image row.
+std::vector<uint8_t> image_rows(std::span<const Segment> segs);
 
 class Block {
  public:

@@ -29,8 +29,9 @@ void Engram::hash_rows(const int32_t* mapped, int hist, int n, int64_t p0, int32
     const int64_t p = p0 + i;
     bool blocked = false;
     for (int s = 0; s < S; ++s) {
-      // history before the sequence start is blocked, cumulatively: once p < s all larger s too
-      blocked = blocked || p < s;
+      // history before the sequence start and at an image position (DEAD, -1) is blocked,
+      // cumulatively: an n-gram never reaches across either
+      blocked = blocked || p < s || mapped[hist + i - s] < 0;
       ids[size_t(s)] = blocked ? pad_id : mapped[hist + i - s];
     }
     const auto r = engram_hash_rows(layout_, index_, ids.data());
@@ -38,7 +39,8 @@ void Engram::hash_rows(const int32_t* mapped, int hist, int n, int64_t p0, int32
   }
 }
 
-void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows) const {
+void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows,
+                     const uint8_t* image) const {
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size, ehd = layout_.head_dim;
   const int nc = layout_.n_cols(), width = nc * ehd;
   const float eps = float(cfg_.rms_norm_eps);
@@ -90,7 +92,8 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows) const
           fmath::rsqrt(float(hs / double(D)) + eps) * fmath::rsqrt(float(ks / double(D)) + eps);
       const float dot = (fmath::round_sum(dt) * rstd) * dscale;
       const float mag = fmath::sqrt(std::max(std::fabs(dot), 1e-6f));
-      const float gate = fmath::sigmoid(std::copysign(mag, dot));  // signed sqrt, then sigmoid
+      // signed sqrt, then sigmoid; an image-span row takes none of it (gate 0)
+      const float gate = image && image[i] ? 0.0f : fmath::sigmoid(std::copysign(mag, dot));
       for (int d = 0; d < D; ++d) hr[d] = round_bf16(hr[d] + gate * val[d]);
     }
   });

@@ -49,6 +49,9 @@ struct ForwardPass {
   bool rebuild_tails = false;
   // Fidelity tests: each index source keeps every query's scores of the visible rows in
   // scores[l][i] (the tie analysis of Top-K lists).
+  // image[i]: row i is inside an image span (the router's bias_vl, Engram's zero gate); empty
+  // when the rows hold no image.
+  std::vector<uint8_t> image;
   bool keep_scores = false;
   std::vector<std::vector<std::vector<float>>> scores;
 

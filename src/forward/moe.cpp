@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <stdexcept>
 #include <vector>
 
 #include "base/scratch.h"
@@ -17,7 +18,8 @@ MoE::MoE(const ModelConfig& cfg, int layer, const LayerWeights& w)
       E_(cfg.experts_of(layer)),
       K_(cfg.experts_per_tok_of(layer)) {}
 
-void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const {
+void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight,
+               const uint8_t* image) const {
   const int E = E_, K = K_;
   Scratch<float> logit(size_t(n) * size_t(E));
   linear(ctx, w_.gate, x, n, logit.data(), LinearOut::kF32);  // fp32 router
@@ -25,11 +27,13 @@ void MoE::gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) c
   const float route_scale = float(cfg_.routed_scaling_factor);
   for (int i = 0; i < n; ++i) {
     Scratch<float> s(static_cast<size_t>(E)), biased(static_cast<size_t>(E));
+    const float* bias = image && image[i] ? w_.gate_bias_vl : w_.gate_bias;
+    if (!bias) throw std::runtime_error("an image row in a model without ffn.gate.bias_vl");
     for (int e = 0; e < E; ++e) {
       float lg = logit[size_t(i) * E + e];
       if (temp != 1.0f) lg = lg / temp;
       s[size_t(e)] = fmath::sqrt(fmath::softplus(lg));  // sqrtsoftplus
-      biased[size_t(e)] = s[size_t(e)] + w_.gate_bias[e];
+      biased[size_t(e)] = s[size_t(e)] + bias[e];
     }
     int* sel = idx + size_t(i) * K;
     ctx.k.topk(biased.data(), E, K, sel);  // ascending expert index
@@ -73,12 +77,12 @@ void MoE::prefetch_next(const Ctx& ctx, const float* x, int n) const {
   ctx.experts->prefetch(next_->layer_, ids.data(), int(ids.size()), /*guess=*/true);
 }
 
-void MoE::forward(const Ctx& ctx, const float* x, int n, float* out) const {
+void MoE::forward(const Ctx& ctx, const float* x, int n, float* out, const uint8_t* image) const {
   const int D = cfg_.hidden_size, E = E_, K = K_;
   const int I = cfg_.moe_intermediate_size;
   Scratch<int> idx(size_t(n) * size_t(K));
   Scratch<float> wt(idx.size());
-  gate(ctx, x, n, idx.data(), wt.data());
+  gate(ctx, x, n, idx.data(), wt.data(), image);
 
   // The experts that received rows (ascending index), then the shared expert last, each with
   // its rows, routing weights and buffers.

@@ -20,11 +20,15 @@ class MoE {
   // layer: a backbone layer, or num_hidden_layers + s for DSpark stage s
   MoE(const ModelConfig& cfg, int layer, const LayerWeights& w);
 
-  // x [n, D] normalised FFN input -> out [n, D] bf16 values. ref: model.py MoE.forward
-  void forward(const Ctx& ctx, const float* x, int n, float* out) const;
+  // x [n, D] normalised FFN input -> out [n, D] bf16 values; image[i] != 0 (image may be null):
+  // row i is in an image span. ref: model.py MoE.forward
+  void forward(const Ctx& ctx, const float* x, int n, float* out,
+               const uint8_t* image = nullptr) const;
 
   // ref: model.py Gate.forward. For each row: the selected experts (ascending) and their weights.
-  void gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight) const;
+  // Image-span rows select with ffn.gate.bias_vl instead of ffn.gate.bias.
+  void gate(const Ctx& ctx, const float* x, int n, int* idx, float* weight,
+            const uint8_t* image = nullptr) const;
 
   // The MoE of the next layer. With streamed experts, a small pass also guesses that layer's
   // experts by running its router on this layer's input (the stream changes little from one

@@ -98,6 +98,18 @@ void record_tap(const float* h, int row0, int m, int hc, int D, int t, int n_tap
   }
 }
 
+// ForwardPass::image of rows p0 .. p0+n-1: empty unless one of them is in an image span.
+std::vector<uint8_t> image_flags(const SequenceState& st, int64_t p0, int n) {
+  std::vector<uint8_t> f;
+  for (const ImageSpan& sp : st.images)
+    if (sp.end() > p0 && sp.first_pos < p0 + n) {
+      if (f.empty()) f.assign(size_t(n), 0);
+      for (int64_t p = std::max(p0, sp.first_pos); p < std::min(p0 + n, sp.end()); ++p)
+        f[size_t(p - p0)] = 1;
+    }
+  return f;
+}
+
 }  // namespace
 
 Transformer::~Transformer() = default;
@@ -125,14 +137,92 @@ void Transformer::embed(const int32_t* ids, int n, Stream& s, int row0) const {
              s.pre.data() + size_t(row0) * hc);
 }
 
-// Engram hash rows of every Engram layer for rows at p0 .. p0+n-1 (they depend on ids only).
-// hist_mapped [hist]: mapped ids of positions p0-hist .. p0-1.
-void Transformer::engram_rows(const int32_t* ids, int n, int64_t p0, const int32_t* hist_mapped,
-                              int hist, std::vector<std::vector<int64_t>>& rows) const {
+// ref: model.py Transformer.forward (vision): START and END take image_start / image_end, each
+// grid row's NEWLINE image_newline, the IMAGE positions the aligner rows in reading order; every
+// hc copy of the row holds the vector (the stream is the embedding repeated).
+void Transformer::embed_images(std::span<const ImageInput> images, int64_t p0, int n, Stream& s,
+                               int row0) const {
+  const int hc = cfg_.hc_mult, D = cfg_.hidden_size;
+  const VisionWeights& v = w_.vision;
+  for (const ImageInput& im : images) {
+    const ImageSpan& sp = im.span;
+    const int64_t a = std::max(p0, sp.first_pos), b = std::min(p0 + n, sp.end());
+    for (int64_t pos = a; pos < b; ++pos) {
+      const int64_t o = pos - sp.first_pos;
+      const uint16_t* delim = nullptr;
+      const float* row = nullptr;
+      if (o == 0) {
+        delim = v.image_start;
+      } else if (o == sp.length() - 1) {
+        delim = v.image_end;
+      } else {
+        const int64_t r = (o - 1) / (sp.n_w + 1), c = (o - 1) % (sp.n_w + 1);
+        if (c == sp.n_w)
+          delim = v.image_newline;
+        else
+          row = im.rows + size_t(r * sp.n_w + c) * D;
+      }
+      float* h = s.h.data() + size_t(row0 + (pos - p0)) * hc * D;
+      for (int d = 0; d < D; ++d) h[d] = delim ? bf16_to_f32(delim[d]) : row[d];
+      for (int c = 1; c < hc; ++c) std::copy_n(h, D, h + size_t(c) * D);
+    }
+  }
+}
+
+// The checks of an item's images (before any state changes): the model has a tower; spans with
+// positive grids, ascending and disjoint, each overlapping the call's rows; the call's ids at
+// span positions are the placeholder; a span begun in an earlier call is the one the state
+// recorded, and every recorded span that reaches into this call is given again (its rows).
+void Transformer::check_images(const BatchItem& it) const {
+  const SequenceState& st = *it.state;
+  const int64_t p0 = it.first_pos, N = p0 + it.n;
+  const auto& imgs = it.opt.images;
+  for (const ImageSpan& r : st.images)
+    if (r.end() > p0 &&
+        std::none_of(imgs.begin(), imgs.end(), [&](const ImageInput& im) { return im.span == r; }))
+      throw std::runtime_error("forward: the image span at position " +
+                               std::to_string(r.first_pos) +
+                               " continues into this call, which does not give its rows");
+  if (imgs.empty()) return;
+  if (!cfg_.has_vision || w_.vision.blocks.empty())
+    throw std::runtime_error("forward: the model has no vision tower; a prompt cannot hold images");
+  if (it.opt.keep_undo) throw std::runtime_error("forward: images in a speculative verify pass");
+  int64_t prev_end = 0;
+  for (const ImageInput& im : imgs) {
+    const ImageSpan& sp = im.span;
+    const std::string at = "forward: the image span at position " + std::to_string(sp.first_pos);
+    if (sp.n_h <= 0 || sp.n_w <= 0 || !im.rows || sp.first_pos < prev_end)
+      throw std::runtime_error(at + " is empty, has no rows or overlaps the one before it");
+    if (sp.end() <= p0 || sp.first_pos >= N)
+      throw std::runtime_error(at + " does not overlap the call's positions [" +
+                               std::to_string(p0) + ", " + std::to_string(N) + ")");
+    if (sp.first_pos < p0 && std::find(st.images.begin(), st.images.end(), sp) == st.images.end())
+      throw std::runtime_error(at + " starts before this call but is not the state's");
+    prev_end = sp.end();
+    for (int64_t pos = std::max(p0, sp.first_pos); pos < std::min(N, sp.end()); ++pos)
+      if (it.ids[pos - p0] != cfg_.image_token_id)
+        throw std::runtime_error(at + ": position " + std::to_string(pos) + " holds id " +
+                                 std::to_string(it.ids[pos - p0]) + ", not the image placeholder " +
+                                 std::to_string(cfg_.image_token_id));
+  }
+}
+
+std::vector<int32_t> Transformer::mapped_ids(const SequenceState& st, const int32_t* ids, int n,
+                                             int64_t p0) const {
+  std::vector<int32_t> m(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) m[size_t(i)] = st.in_image(p0 + i) ? -1 : token_map_[size_t(ids[i])];
+  return m;
+}
+
+// Engram hash rows of every Engram layer for rows at p0 .. p0+n-1 (they depend on ids only):
+// mapped [n] their Engram ids, hist_mapped [hist] those of positions p0-hist .. p0-1.
+void Transformer::engram_rows(const int32_t* mapped_rows, int n, int64_t p0,
+                              const int32_t* hist_mapped, int hist,
+                              std::vector<std::vector<int64_t>>& rows) const {
   rows.assign(engrams_.size(), {});
   if (layout_.layer_ids.empty()) return;
   std::vector<int32_t> mapped(hist_mapped, hist_mapped + hist);
-  for (int i = 0; i < n; ++i) mapped.push_back(token_map_[size_t(ids[i])]);
+  mapped.insert(mapped.end(), mapped_rows, mapped_rows + n);
   for (size_t l = 0; l < engrams_.size(); ++l)
     if (engrams_[l]) {
       rows[l].resize(size_t(n) * size_t(layout_.n_cols()));
@@ -167,7 +257,9 @@ LayerIO Transformer::layer_input(const int32_t* ids, int n, int64_t p0,
   embed(ids, n, s);
   io.h = std::move(s.h);
   io.pre = std::move(s.pre);
-  engram_rows(ids, n, p0, st.engram_history.data(), int(st.engram_history.size()), io.engram_rows);
+  const std::vector<int32_t> mapped = mapped_ids(st, ids, n, p0);
+  engram_rows(mapped.data(), n, p0, st.engram_history.data(), int(st.engram_history.size()),
+              io.engram_rows);
   return io;
 }
 
@@ -233,6 +325,7 @@ void Transformer::plan(BatchItem& it, Member& mb) const {
                              " does not follow the state's " + std::to_string(st.n_tokens) +
                              " tokens");
   check_ids(it.ids, n);
+  check_images(it);
   const bool ced = opt.mode == PrefillMode::kCed && ced_layer_ >= 0;
   const bool completes = opt.completes_prompt || !ced;
   if (!ced && st.prompt_open())
@@ -328,25 +421,29 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   for (size_t l = 0; l < engrams_.size(); ++l)
     if (engrams_[l]) erows[l].resize(size_t(n1) * ncols);
   Stream s(n1, hc, D);
-  for (Member& m : mem) {
+  std::vector<std::vector<int32_t>> mapped(mem.size());
+  for (size_t k = 0; k < mem.size(); ++k) {
+    Member& m = mem[k];
     BatchItem& it = *m.it;
-    if (it.opt.keep_undo) {
-      std::vector<int32_t> mapped;
-      if (!layout_.layer_ids.empty())
-        for (int i = 0; i < it.n; ++i) mapped.push_back(token_map_[size_t(it.ids[i])]);
-      it.state->begin_undo(it.n, mapped.empty() ? nullptr : mapped.data(),
-                           layout_.layer_ids.empty() ? 0 : layout_.max_ngram_size - 1,
-                           dspark_ && it.opt.dspark_seed);
-    }
-    const SequenceState& st = *it.state;
+    SequenceState& st = *it.state;
+    for (const ImageInput& im : it.opt.images)  // the spans this call begins
+      if (im.span.first_pos >= it.first_pos) st.images.push_back(im.span);
+    m.fp->image = image_flags(st, it.first_pos, it.n);
+    if (!layout_.layer_ids.empty()) mapped[k] = mapped_ids(st, it.ids, it.n, it.first_pos);
+    if (it.opt.keep_undo)
+      st.begin_undo(it.n, mapped[k].empty() ? nullptr : mapped[k].data(),
+                    layout_.layer_ids.empty() ? 0 : layout_.max_ngram_size - 1,
+                    dspark_ && it.opt.dspark_seed);
     std::vector<std::vector<int64_t>> er;
-    engram_rows(it.ids, it.n, it.first_pos, st.engram_history.data(), int(st.engram_history.size()),
-                er);
+    engram_rows(mapped[k].data(), it.n, it.first_pos, st.engram_history.data(),
+                int(st.engram_history.size()), er);
     for (size_t l = 0; l < engrams_.size(); ++l)
       if (engrams_[l])
         std::copy(er[l].begin(), er[l].end(), erows[l].begin() + long(m.row1 * ncols));
     embed(it.ids, it.n, s, m.row1);
+    embed_images(it.opt.images, it.first_pos, it.n, s, m.row1);
   }
+  const std::vector<uint8_t> image1 = image_rows(segs1);
   // DSpark taps: the decoder rows of the items that seed (exact items' rows are all decoder
   // rows, and their taps below the CED layer are taken in this first pass)
   const int n_taps = int(cfg_.dspark_target_layer_ids.size());
@@ -357,7 +454,8 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   auto seeds = [&](const Member& m) { return dspark_ && m.it->opt.dspark_seed; };
   for (int l = 0; l < c; ++l) {
     if (engrams_[size_t(l)])
-      engrams_[size_t(l)]->forward(ctx, s.h.data(), n1, erows[size_t(l)].data());
+      engrams_[size_t(l)]->forward(ctx, s.h.data(), n1, erows[size_t(l)].data(),
+                                   image1.empty() ? nullptr : image1.data());
     if (is_tap_[size_t(l)])
       for (Member& m : mem) {
         if (!seeds(m) || m.ced) continue;
@@ -369,13 +467,13 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
 
   // Engram history after this call
   if (!layout_.layer_ids.empty())
-    for (Member& m : mem) {
-      SequenceState& st = *m.it->state;
-      std::vector<int32_t> mapped = st.engram_history;
-      for (int i = 0; i < m.it->n; ++i) mapped.push_back(token_map_[size_t(m.it->ids[i])]);
+    for (size_t k = 0; k < mem.size(); ++k) {
+      SequenceState& st = *mem[k].it->state;
+      std::vector<int32_t> all = st.engram_history;
+      all.insert(all.end(), mapped[k].begin(), mapped[k].end());
       const size_t keep = size_t(layout_.max_ngram_size - 1);
-      const size_t from = mapped.size() > keep ? mapped.size() - keep : 0;
-      st.engram_history.assign(mapped.begin() + long(from), mapped.end());
+      const size_t from = all.size() > keep ? all.size() - keep : 0;
+      st.engram_history.assign(all.begin() + long(from), all.end());
     }
 
   // CED encoder rows: the candidate source's global KV for every row of the call
@@ -453,6 +551,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
       m.fd->dump = &dump_;
       m.fd->win_start = m.truncated ? m.s_rep : 0;
       m.fd->skip_compressor = true;  // the candidate source's rows were appended above
+      m.fd->image = image_flags(st, m.s_rep, m.m2);
       segs2.push_back({m.fd.get(), m.row2});
     } else {
       segs2.push_back({m.fp.get(), m.row2});
@@ -552,7 +651,13 @@ int64_t Transformer::replay(SequenceState& st, std::span<const int32_t> ids,
     throw std::runtime_error("replay: ids start at position " + std::to_string(ids_first) +
                              ", the replay of [" + std::to_string(s) + ", " + std::to_string(h) +
                              ") needs them from " + std::to_string(need));
-  check_ids(ids.data(), int(ids.size()));
+  {
+    // image positions may carry identity ids (runtime/prompt_images.h): only text ids are read
+    std::vector<int32_t> text(ids.begin(), ids.end());
+    for (size_t i = 0; i < text.size(); ++i)
+      if (st.in_image(ids_first + int64_t(i))) text[i] = int32_t(cfg_.image_token_id);
+    check_ids(text.data(), int(text.size()));
+  }
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const CompressedKv& c = st.compressed[size_t(l)];
     if (c.ratio <= 0) continue;
@@ -569,15 +674,20 @@ int64_t Transformer::replay(SequenceState& st, std::span<const int32_t> ids,
     st.window_from = 0;
     return 0;
   }
+  for (const ImageSpan& sp : st.images)
+    if (sp.end() > s)
+      throw std::runtime_error("replay: the image span at position " +
+                               std::to_string(sp.first_pos) +
+                               " lies in the replayed rows, whose image rows a replay from ids "
+                               "cannot rebuild");
   // Engram: mapped ids of the look-back before s, and the history the state must end with
   const int64_t hist_first = std::max<int64_t>(0, s - S1);
-  std::vector<int32_t> hist_mapped;
-  for (int64_t p = hist_first; p < s; ++p)
-    hist_mapped.push_back(token_map_[size_t(ids[size_t(p - ids_first)])]);
+  const std::vector<int32_t> hist_mapped =
+      mapped_ids(st, ids.data() + (hist_first - ids_first), int(s - hist_first), hist_first);
   if (S1 > 0) {
-    std::vector<int32_t> expect;
-    for (int64_t p = std::max<int64_t>(0, h - S1); p < h; ++p)
-      expect.push_back(token_map_[size_t(ids[size_t(p - ids_first)])]);
+    const int64_t e0 = std::max<int64_t>(0, h - S1);
+    const std::vector<int32_t> expect =
+        mapped_ids(st, ids.data() + (e0 - ids_first), int(h - e0), e0);
     if (st.engram_history.empty())
       st.engram_history = expect;
     else if (st.engram_history != expect)
@@ -587,7 +697,8 @@ int64_t Transformer::replay(SequenceState& st, std::span<const int32_t> ids,
   const int n = int(h - s);
   const int32_t* rid = ids.data() + (s - ids_first);
   std::vector<std::vector<int64_t>> erows;
-  engram_rows(rid, n, s, hist_mapped.data(), int(hist_mapped.size()), erows);
+  const std::vector<int32_t> mapped = mapped_ids(st, rid, n, s);
+  engram_rows(mapped.data(), n, s, hist_mapped.data(), int(hist_mapped.size()), erows);
 
   const Ctx ctx{k_, pool_, experts_, engram_};
   ForwardPass fp(cfg_, st, n, s);

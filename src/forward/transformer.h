@@ -42,6 +42,15 @@ enum class LogitsWanted {
 
 enum class PrefillMode { kCed, kExact };
 
+// An image whose span overlaps the rows of a call (docs/VISION.md "Images in the prompt"): where
+// the span lies and its aligner rows (encode_image). The call's ids must hold the image
+// placeholder at every span position it covers; a span continued from an earlier call must be
+// the one the state recorded then.
+struct ImageInput {
+  ImageSpan span;
+  const float* rows = nullptr;  // [n_h * n_w, hidden_size] bf16 values, reading order
+};
+
 struct ForwardOptions {
   PrefillMode mode = PrefillMode::kCed;
   // These rows end the prompt (a whole prompt, the last chunk of one, or a decode step). Under
@@ -56,6 +65,8 @@ struct ForwardOptions {
   // Keep an undo log of this call in the state so that SequenceState::rewind can drop its last
   // rows exactly (a speculative verify pass): at most `window` rows, the prompt closed.
   bool keep_undo = false;
+  // The images whose spans overlap this call's rows, ascending (empty: a text-only call).
+  std::span<const ImageInput> images;
 };
 
 struct ForwardResult {
@@ -170,7 +181,15 @@ class Transformer {
   struct Member;  // a validated batch item and its row plan
   void plan(BatchItem& it, Member& m) const;  // forward()'s checks; throws, changes nothing
   void embed(const int32_t* ids, int n, Stream& s, int row0 = 0) const;
-  void engram_rows(const int32_t* ids, int n, int64_t p0, const int32_t* hist_mapped, int hist,
+  // the rows of image spans among positions p0 .. p0+n-1 of stream rows row0.. overwritten with
+  // the delimiters and the aligner rows
+  void embed_images(std::span<const ImageInput> images, int64_t p0, int n, Stream& s,
+                    int row0) const;
+  void check_images(const BatchItem& it) const;
+  // the Engram ids of rows p0 .. p0+n-1 (-1 for image positions: DEAD)
+  std::vector<int32_t> mapped_ids(const SequenceState& st, const int32_t* ids, int n,
+                                  int64_t p0) const;
+  void engram_rows(const int32_t* mapped, int n, int64_t p0, const int32_t* hist_mapped, int hist,
                    std::vector<std::vector<int64_t>>& rows) const;
   // final collapse + norm + fp32 head of m contiguous rows h [m, hc, D], pre [m, hc]; the
   // normalised rows go to xn [m, D] (for dumps)

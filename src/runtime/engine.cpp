@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "forward/vision_tower.h"
 #include "text/dsml.h"
 #include "text/engram_token_map.h"
 
@@ -73,6 +74,12 @@ Draft Engine::draft(const SequenceState& state, int32_t anchor) {
   return model_->draft(state, anchor);
 }
 
+std::vector<float> Engine::encode_image(const vision::ImagePatches& patches) {
+  std::lock_guard<std::mutex> lk(forward_mu_);
+  const Ctx ctx{*kernels_, *pool_, experts_.get(), engram_.get()};
+  return cedar::encode_image(ctx, config(), model_->weights().vision, patches);
+}
+
 void Engine::enable_batching(BatcherOptions opt) {
   if (!batcher_) batcher_ = std::make_unique<ForwardBatcher>(*model_, forward_mu_, opt);
 }
@@ -91,6 +98,7 @@ Prompt Engine::prompt_from(text::RenderResult r) const {
   p.text = std::move(r.prompt);
   p.start = r.start;
   p.thinking = r.thinking;
+  p.images = std::move(r.images);
   return p;
 }
 

@@ -30,6 +30,7 @@
 #include "text/chat_encoder.h"
 #include "text/chat_request.h"
 #include "text/tokenizer.h"
+#include "vision/image_processor.h"
 
 namespace cedar::runtime {
 
@@ -51,6 +52,8 @@ struct Prompt {
   std::string text;  // the rendered prompt (raw prompts: the text itself)
   text::GenerationStart start = text::GenerationStart::kContent;
   bool thinking = false;
+  // the image parts' URLs (or, from the CLI, file names), one per image placeholder of ids
+  std::vector<std::string> images;
 };
 
 class Engine {
@@ -78,6 +81,9 @@ class Engine {
                         const ForwardOptions& opt, float* logits);
   // Transformer::draft (one DSpark draft cycle) under the same lock as the unbatched forward.
   Draft draft(const SequenceState& state, int32_t anchor);
+  // The aligner rows of a preprocessed image (forward/vision_tower.h encode_image), under the
+  // same lock. Throws std::invalid_argument on a model without a vision tower.
+  std::vector<float> encode_image(const vision::ImagePatches& patches);
   // From now on forward() calls of concurrent threads share batched passes. Call before the
   // threads start; a second call changes nothing.
   void enable_batching(BatcherOptions opt = {});

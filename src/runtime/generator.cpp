@@ -110,6 +110,30 @@ std::string StopMatcher::finish() {
   return out;
 }
 
+namespace {
+
+// The images of a generation lie inside the prompt, ascending, with patches, on a model with a
+// tower, and the prompt holds the placeholder at every position of their spans.
+void check_images(const ModelConfig& cfg, std::span<const int32_t> prompt,
+                  std::span<const PromptImage> images) {
+  int64_t prev_end = 0;
+  for (const PromptImage& im : images) {
+    if (!cfg.has_vision) throw std::runtime_error("the model has no vision tower");
+    if (!im.patches || im.span.n_h <= 0 || im.span.n_w <= 0 || im.span.first_pos < prev_end ||
+        im.span.end() > int64_t(prompt.size()))
+      throw std::runtime_error("an image span at position " + std::to_string(im.span.first_pos) +
+                               " is empty, overlaps another or lies outside the prompt");
+    prev_end = im.span.end();
+    for (int64_t p = im.span.first_pos; p < im.span.end(); ++p)
+      if (prompt[size_t(p)] != int32_t(cfg.image_token_id))
+        throw std::runtime_error("prompt position " + std::to_string(p) + " holds id " +
+                                 std::to_string(prompt[size_t(p)]) +
+                                 " inside an image span, not the image placeholder");
+  }
+}
+
+}  // namespace
+
 // --- Generator ---------------------------------------------------------------------------------
 
 Generator::Generator(Engine& engine, PrefixCacheHook* cache) : engine_(engine), cache_(cache) {}
@@ -120,15 +144,23 @@ void Generator::reset() {
 }
 
 void Generator::forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
-                        const GenerationOptions& opt, std::vector<float>* logits) {
+                        const GenerationOptions& opt, std::vector<float>* logits,
+                        std::span<const ImageInput> images) {
   const int64_t V = engine_.config().vocab_size;
+  std::vector<int32_t> real;  // identity ids -> the ids the model reads
+  if (!images.empty()) {
+    real.assign(ids, ids + n);
+    for (int32_t& id : real)
+      if (id < 0) id = int32_t(engine_.config().image_token_id);
+  }
   if (want_logits) logits->resize(size_t(V));
   ForwardOptions fo;
   fo.mode = opt.exact_prefill ? PrefillMode::kExact : PrefillMode::kCed;
   fo.completes_prompt = completes_prompt;
   fo.logits = want_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
   fo.dspark_seed = opt.speculative.enabled;  // every forward keeps the drafter's rings current
-  engine_.forward(state_, ids, n, int64_t(tokens_.size()), fo,
+  fo.images = images;
+  engine_.forward(state_, real.empty() ? ids : real.data(), n, int64_t(tokens_.size()), fo,
                   want_logits ? logits->data() : nullptr);
   tokens_.insert(tokens_.end(), ids, ids + n);
 }
@@ -162,6 +194,15 @@ void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions
     tokens_.clear();
   }
   res->usage.cached_tokens = reused;
+  // the images whose rows are still to run go through the tower now
+  std::vector<std::vector<float>> rows;
+  std::vector<ImageInput> images;
+  rows.reserve(opt.images.size());
+  for (const PromptImage& im : opt.images)
+    if (im.span.end() > reused) {
+      rows.push_back(engine_.encode_image(*im.patches));
+      images.push_back({im.span, rows.back().data()});
+    }
 
   const int64_t chunk = std::max<int64_t>(1, opt.prefill_chunk);
   const int64_t interval = cache_ != nullptr && opt.use_prefix_cache ? cache_->interval() : 0;
@@ -175,7 +216,8 @@ void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions
     // gives the decoder more context than a one-shot CED prefill, so with an interval the CED
     // logits may differ slightly from a run without one (exact prefill: identical).
     const bool at_interval = !last && interval > 0 && end % interval == 0;
-    forward(prompt.data() + pos, int(end - pos), last, last || at_interval, opt, logits);
+    forward(prompt.data() + pos, int(end - pos), last, last || at_interval, opt, logits,
+            images_in(images, pos, int(end - pos)));
     res->prefill_computed += end - pos;
     pos = end;
     if (cb.on_prefill) cb.on_prefill(pos, T);
@@ -242,12 +284,16 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
   const int64_t room = ctx - T;
   const int64_t max_new = opt.max_tokens > 0 ? std::min(opt.max_tokens, room) : room;
 
+  check_images(cfg, prompt, opt.images);
+  // image positions compare by their image's digest (session reuse, the prefix cache)
+  const std::vector<int32_t> key =
+      opt.images.empty() ? std::vector<int32_t>() : identity_ids(prompt, opt.images);
   GenerationResult res;
   res.usage.prompt_tokens = T;
   std::vector<float> logits;
   try {
     const auto t0 = Clock::now();
-    prefill(prompt, opt, cb, &res, &logits);
+    prefill(key.empty() ? prompt : std::span<const int32_t>(key), opt, cb, &res, &logits);
     res.prefill_seconds = seconds_since(t0);
   } catch (...) {
     reset();  // a failed forward may leave the state half-written

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/prompt_images.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
 #include "state/sequence_state.h"
@@ -85,6 +86,11 @@ struct GenerationOptions {
   // DSpark speculative decoding (runtime/speculative.h): the same tokens, several per forward
   // when the drafts are right.
   SpeculativeOptions speculative;
+  // The prompt's images (runtime/prompt_images.h), ascending: the prompt holds each one's
+  // expanded span of placeholders. Encoded by the tower when their rows are prefilled (not when
+  // the session or the prefix cache already holds them); prefix reuse compares them by digest.
+  // Must outlive the generation.
+  std::span<const PromptImage> images;
 };
 
 enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };
@@ -139,8 +145,10 @@ class Generator {
  private:
   void prefill(std::span<const int32_t> prompt, const GenerationOptions& opt,
                const GenerationCallbacks& cb, GenerationResult* res, std::vector<float>* logits);
+  // ids may be identity ids (prompt_images.h): their image positions go in as the placeholder
   void forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
-               const GenerationOptions& opt, std::vector<float>* logits);
+               const GenerationOptions& opt, std::vector<float>* logits,
+               std::span<const ImageInput> images = {});
   void next_logits(int32_t id, int64_t left, VerifyPass& look, const GenerationOptions& opt,
                    std::vector<float>* logits, GenerationResult* res);
 

@@ -15,6 +15,15 @@ int64_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
   return int64_t(i);
 }
 
+// The longest prefix <= len of a state with image spans that a bounded replay can rebuild: the
+// replay re-embeds positions [len - window, len) from ids, which cannot give an image's rows, so
+// the cut moves to the start of a span it would replay (the text before the image stays).
+int64_t replayable_prefix(const SequenceState& st, int64_t len, int64_t window) {
+  for (auto it = st.images.rbegin(); it != st.images.rend(); ++it)
+    if (it->first_pos < len && it->end() > std::max<int64_t>(0, len - window)) len = it->first_pos;
+  return len;
+}
+
 }  // namespace
 
 const char* source_name(RestoreInfo::Source s) {
@@ -77,8 +86,9 @@ int64_t PrefixCache::restore(Engine& engine, std::span<const int32_t> ids, int64
     ++stats_.lookups;
     Entry* best = nullptr;
     for (auto& e : mem_) {
-      const int64_t c = common_prefix(e->ids, ids.first(size_t(max_len)));
+      int64_t c = common_prefix(e->ids, ids.first(size_t(max_len)));
       const bool whole = c == int64_t(e->ids.size());
+      if (!whole) c = replayable_prefix(e->state, c, W);
       if (!whole && !opt_.allow_truncate) continue;
       const int64_t v = value(c, !whole);
       if (v > best_value) {
@@ -184,7 +194,10 @@ void PrefixCache::offer(std::span<const int32_t> ids, const SequenceState& state
       evict_memory();
     }
   }
-  if (disk_) {
+  // a unit holds token ids only: a state with images (identity ids < 0, prompt_images.h) stays
+  // in memory, where its entry keeps the images' identity and spans
+  const bool has_images = std::any_of(ids.begin(), ids.end(), [](int32_t id) { return id < 0; });
+  if (disk_ && !has_images) {
     const bool with_window = opt_.store_window && !state.prompt_open();
     // a window-less unit of <= window tokens is never worth restoring (see restore())
     if (with_window || int64_t(ids.size()) > int64_t(cfg_.sliding_window))

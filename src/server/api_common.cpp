@@ -2,8 +2,14 @@
 
 #include <chrono>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "runtime/prompt_images.h"
+#include "server/data_url.h"
 #include "text/chat_request.h"
+#include "vision/image_decode.h"
 
 namespace cedar::server {
 
@@ -80,24 +86,35 @@ void finish_spec(const ApiContext& ctx, PreparedRequest* r) {
 
 namespace {
 
-// Until the vision tower exists (issue 14) an image would be rendered as its placeholder and the
-// model would answer about a picture it never saw: refused instead, naming the part.
-void refuse_images(const text::ChatRequest& req) {
-  for (size_t i = 0; i < req.messages.size(); ++i) {
-    const auto& blocks = req.messages[i].blocks;
-    for (size_t j = 0; j < blocks.size(); ++j) {
-      bool image = blocks[j].kind == text::ContentBlock::Kind::kImage;
-      for (const auto& p : blocks[j].parts) image |= p.kind == text::ContentBlock::Kind::kImage;
-      if (image) {
-        const std::string param = "messages[" + std::to_string(i) + "].content";
-        throw ApiError(400,
-                       param +
-                           " holds an image: image input is not supported yet (this build "
-                           "of cedar has no vision encoder); send text only",
-                       param);
-      }
-    }
+// The request's images (image_url parts: data URLs only; the server never fetches a URL): each
+// decoded and preprocessed, the prompt's placeholders expanded to their spans. A bad image, a
+// URL that is not a base64 data URL or a model without a vision tower is a 400.
+void attach_request_images(const ApiContext& ctx, runtime::Prompt* p, JobSpec* spec) {
+  if (p->images.empty()) return;
+  if (!ctx.engine.config().has_vision)
+    throw ApiError(400,
+                   "the request holds an image but this model has no vision tower; send text "
+                   "only or serve a model with one",
+                   "messages");
+  std::vector<std::string> bytes;
+  for (size_t k = 0; k < p->images.size(); ++k) {
+    auto b = decode_data_url(p->images[k]);
+    if (!b)
+      throw ApiError(400,
+                     "image " + std::to_string(k) +
+                         ": only base64 data URLs (data:image/png;base64,...) are accepted; this "
+                         "server does not fetch image URLs",
+                     "messages");
+    bytes.push_back(std::move(*b));
   }
+  try {
+    spec->images = attach_images(ctx.engine.config(), &p->ids, bytes);
+  } catch (const vision::ImageError& e) {
+    throw ApiError(400, std::string("bad image: ") + e.what(), "messages");
+  } catch (const std::invalid_argument& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+  spec->identity = identity_ids(p->ids, spec->images);
 }
 
 // response_format json_object / json_schema -> the schema the answer is constrained to (the
@@ -150,7 +167,6 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
   r.created = unix_time();
   r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
   const text::ChatRequest req = text::parse_chat_request(body);
-  refuse_images(req);
   r.spec.json_schema = response_schema(body);
   choose_tool_constraint(req, &r.spec);
   runtime::Prompt p;
@@ -162,6 +178,7 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
     throw ApiError(400, std::string("cannot encode the messages: ") + e.what(), "messages");
   }
   r.thinking = p.start == text::GenerationStart::kReasoning || req.thinking;
+  attach_request_images(ctx, &p, &r.spec);
   r.spec.prompt = std::move(p.ids);
   r.spec.setup.parser.start = p.start;
   r.spec.setup.parser.tools = req.tools;

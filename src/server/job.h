@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "runtime/prompt_images.h"
 #include "runtime/sampler.h"
 #include "server/completion.h"
 #include "text/dsml_grammar.h"
@@ -21,6 +22,11 @@ namespace cedar::server {
 
 struct JobSpec {
   std::vector<int32_t> prompt;
+  // The prompt's images (runtime/prompt_images.h; the prompt holds their spans) and the prompt's
+  // identity ids (empty without images): what session reuse and slot matching compare.
+  std::vector<PromptImage> images;
+  std::vector<int32_t> identity;
+  const std::vector<int32_t>& key() const { return identity.empty() ? prompt : identity; }
   CompletionSetup setup;
   runtime::SamplingParams sampling;
   int64_t max_tokens = 0;  // <= 0: until the context is full

@@ -189,7 +189,7 @@ void Scheduler::submit(std::shared_ptr<Job> job) {
 void Scheduler::dispatch_locked() {
   while (!queue_.empty()) {
     // The idle slot whose session shares the longest prefix with the prompt (reused state).
-    const auto& prompt = queue_.front()->spec().prompt;
+    const auto& prompt = queue_.front()->spec().key();  // images compare by digest
     Slot* best = nullptr;
     size_t best_len = 0;
     for (auto& s : slots_) {
@@ -268,7 +268,7 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   const auto& held = gen.tokens();
   int64_t session = 0;
   if (!held.empty() && int64_t(held.size()) < T && gen.state().n_tokens == int64_t(held.size()) &&
-      std::equal(held.begin(), held.end(), spec.prompt.begin()))
+      std::equal(held.begin(), held.end(), spec.key().begin()))
     session = int64_t(held.size());
   slot->hook->last_restore = 0;
 
@@ -286,6 +286,7 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   opt.json_schema = spec.json_schema ? spec.json_schema->root() : nullptr;
   opt.tool_grammar = spec.tool_grammar.get();
   opt.speculative = opt_.speculative;
+  opt.images = spec.images;
 
   bool started = false;
   auto start = [&] {

@@ -153,6 +153,7 @@ void SequenceState::truncate(int64_t n_keep) {
     c.n_tail = 0;
   }
   engram_history.clear();
+  std::erase_if(images, [&](const ImageSpan& s) { return s.first_pos >= n_keep; });
   n_tokens = dec_tokens = n_keep;
   ced_stream = StreamRows{};
   drop_window();

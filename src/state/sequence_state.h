@@ -93,6 +93,18 @@ struct StreamRows {
   std::vector<float> pre;
 };
 
+// An image's span in the sequence (v41-extras §3.4): START, (IMAGE x n_w, NEWLINE) x n_h, END
+// from first_pos, every position holding the image placeholder id. Its rows route with the
+// routers' bias_vl and are DEAD for Engram.
+struct ImageSpan {
+  int64_t first_pos = 0;
+  int n_h = 0, n_w = 0;  // the aligner's token grid
+  int64_t length() const { return int64_t(n_h) * (n_w + 1) + 2; }
+  int64_t end() const { return first_pos + length(); }
+  bool covers(int64_t pos) const { return pos >= first_pos && pos < end(); }
+  bool operator==(const ImageSpan&) const = default;
+};
+
 class SequenceState {
  public:
   SequenceState() = default;
@@ -101,7 +113,14 @@ class SequenceState {
   int64_t n_tokens = 0;
   std::vector<WindowRing> window;        // one per backbone layer
   std::vector<CompressedKv> compressed;  // one per backbone layer; used only by KV sources
-  std::vector<int32_t> engram_history;   // last (max_ngram - 1) mapped ids, oldest first
+  std::vector<int32_t> engram_history;   // last (max_ngram - 1) mapped ids, oldest first (-1:
+                                         // an image position, DEAD)
+  std::vector<ImageSpan> images;         // the image spans, ascending and disjoint
+  bool in_image(int64_t pos) const {
+    for (const ImageSpan& s : images)
+      if (s.covers(pos)) return true;
+    return false;
+  }
 
   // CED: positions [0, dec_tokens) have run through the decoder layers. Equal to n_tokens except
   // while a chunked CED prompt is open (then ced_stream holds the candidate-source input of

@@ -97,12 +97,12 @@ test('JSON sent with curl -d\'s form content type is read as JSON, whatever its 
   assert.equal(r.status, 200, r.text);
 });
 
-test('an image part is refused with a 400 that says why', async () => {
+test('an image that is only a PNG signature is refused with a 400 that says why', async () => {
   const img = { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } };
   const r = await post(srv.url + '/v1/chat/completions',
                        { ...OK, messages: [{ role: 'user', content: [{ type: 'text', text: 'what?' }, img] }] });
   assert.equal(r.status, 400, r.text);
-  assert.match(r.json.error.message, /image input is not supported yet/);
+  assert.match(r.json.error.message, /bad image: image 0: png/);
   const a = await post(srv.url + '/v1/messages', {
     model: 'm', max_tokens: 4, messages: [{ role: 'user', content: [
       { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } }] }],

@@ -214,16 +214,21 @@ class NgramHash:
                     f"config engram_num_embeddings says {rows}"
                 )
 
-    def __call__(self, ids):
-        """ids int64 [T] (positions 0..T-1) -> row ids int64 [n_layers, T, (max_n-1)*n_heads]."""
+    def __call__(self, ids, dead=None):
+        """ids int64 [T] (positions 0..T-1) -> row ids int64 [n_layers, T, (max_n-1)*n_heads].
+        dead: bool [T] or None, the image-span positions (v41-extras §1.4: an n-gram never spans
+        one; an image position itself hashes all-pad)."""
         ids = np.asarray(ids, dtype=np.int64)
         T = ids.shape[0]
         comp = self.token_map[ids]
         pos = np.arange(T)
+        is_dead = np.zeros(T, dtype=bool) if dead is None else np.asarray(dead, dtype=bool)
         toks = []
+        blocked = np.zeros(T, dtype=bool)
         for s in range(self.max_n):
-            src = comp[np.maximum(pos - s, 0)]
-            toks.append(np.where(pos < s, self.pad_id, src))  # blocked once p < s (cumulative)
+            j = np.maximum(pos - s, 0)
+            blocked = blocked | (pos < s) | is_dead[j]  # blocked from the first such s onward
+            toks.append(np.where(blocked, self.pad_id, comp[j]))
         toks = np.stack(toks, axis=-1)  # [T, max_n]
         out = []
         for li in range(self.multipliers.shape[0]):
@@ -270,8 +275,8 @@ class Engram:
         v = v.reshape(*v.shape[:-1], -1, 32) * s[..., None]
         return bf16(v.reshape(row_ids.shape[0], -1))
 
-    def __call__(self, h, row_ids):
-        """h: bf16 [T, hc, D]; row_ids [T, n_cols] -> new h (bf16)."""
+    def __call__(self, h, row_ids, image_mask=None):
+        """h: bf16 [T, hc, D]; row_ids [T, n_cols] -> new h (bf16). Image-span rows get gate 0."""
         D, hc = self.dim, self.hc
         kv = self.wkv(self.embed(row_ids))  # bf16 [T, D*(hc+1)]
         key = kv[:, : hc * D].reshape(-1, hc, D)
@@ -282,6 +287,8 @@ class Engram:
         dot = (dot * rstd) * self.scale
         mag = nx.sqrt(np.maximum(np.abs(dot), self.clamp))
         gate = nx.sigmoid(np.copysign(mag, dot))
+        if image_mask is not None:
+            gate = np.where(image_mask[:, None], F32(0), gate).astype(F32)
         return bf16(hf + gate[..., None] * val[:, None, :])
 
 

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/reference/logits.py --model DIR --ids 0,5,7,... --out FILE.npy
     /usr/bin/python3 tools/reference/logits.py --model DIR --ids-file F --out FILE.npy
+    ... --image F [--image G ...]   # each image takes the next 129264 placeholder of the ids
 
 Writes the fp32 logits of every position as a [T, vocab] float32 .npy. The arithmetic is the
 pinned reference mode of docs/NUMERICS.md; this program never calls into the C++ engine.
@@ -11,6 +12,7 @@ print a message and exit with status 1.
 """
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -20,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
+import numerics as nx  # noqa: E402
 from checkpoint import Checkpoint, CheckpointError, load_config  # noqa: E402
 from model import ModelArgs, Transformer  # noqa: E402
 
@@ -57,6 +60,31 @@ def load_model(model_dir):
     return Transformer(args, ck, tok if os.path.exists(tok) else None)
 
 
+def expand_images(model_dir, ids, paths):
+    """Each image takes the next image placeholder of ids, which expands to its span (every
+    position the placeholder id). -> (ids, [(first_pos, n_h, n_w, aligner rows)])."""
+    import vision  # PIL is needed only for images
+
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    text = cfg.get("text_config", cfg)
+    tower = vision.VisionTower(Checkpoint(model_dir), vision.VisionArgs(cfg, text["hidden_size"]))
+    placeholder = int(cfg.get("image_token_id", 129264))
+    out, images, at = [], [], 0
+    for path in paths:
+        try:
+            k = ids.index(placeholder, at)
+        except ValueError:
+            raise UsageError(f"--image {path}: no image placeholder {placeholder} left in the ids")
+        plan, _, bits = vision.ip.process(path, tower.a.geometry)
+        rows = tower(nx.bf16_from_bits(bits), plan["n_vit_h"], plan["n_vit_w"])
+        out += ids[at:k]
+        images.append((len(out), plan["n_llm_h"], plan["n_llm_w"], rows))
+        out += [placeholder] * plan["tokens"]
+        at = k + 1
+    return out + ids[at:], images
+
+
 def main(argv=None):
     ap = _Parser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--model", required=True, help="checkpoint directory")
@@ -65,6 +93,9 @@ def main(argv=None):
     g.add_argument("--ids-file", help="file of whitespace/comma separated token ids")
     ap.add_argument("--out", required=True, help="output .npy, float32 [T, vocab]")
     ap.add_argument("--verbose", action="store_true", help="per-layer progress on stderr")
+    ap.add_argument("--image", action="append", default=[],
+                    help="an image for the next <｜deepseek_image｜> placeholder in the ids\n"
+                         "(repeatable; the placeholder expands to the image's span)")
     a = ap.parse_args(argv)
     try:
         if a.ids is not None:
@@ -87,7 +118,10 @@ def main(argv=None):
             def progress(layer):
                 print(f"layer {layer} done at {time.time() - t0:.1f}s", file=sys.stderr)
 
-        logits = model.forward(np.array(ids, dtype=np.int64), progress)
+        images = None
+        if a.image:
+            ids, images = expand_images(a.model, ids, a.image)
+        logits = model.forward(np.array(ids, dtype=np.int64), progress, images=images)
         np.save(a.out, logits.astype(np.float32))
         if a.verbose:
             print(f"T={len(ids)} total {time.time() - t0:.1f}s", file=sys.stderr)

@@ -335,6 +335,15 @@ def topk_rows(scores, n_vis, k_max):
     return np.where(sel == big, -1, sel)
 
 
+IMAGE_START, IMAGE, IMAGE_NEW_LINE, IMAGE_END = range(4)  # token_types of an image span
+
+
+def image_token_types(n_h, n_w):
+    """ref: image_processor.py: START, (IMAGE x n_w, NEWLINE) x n_h, END."""
+    row = [IMAGE] * n_w + [IMAGE_NEW_LINE]
+    return np.array([IMAGE_START] + row * n_h + [IMAGE_END], dtype=np.int64)
+
+
 class SharedState:
     """What sources hand down the stack (ref: model.py SharedAttentionRuntime), by source layer."""
 
@@ -343,6 +352,7 @@ class SharedState:
         self.index_k = {}  # kv source -> bf16 [n_rows, ihd]
         self.topk = {}  # index source -> int [T, k] rows (ascending, -1 padded)
         self.candidates = None  # bool [T, n_rows] pool of the candidate source
+        self.image_mask = None  # bool [T]: rows of an image span (token_types >= 0), or None
 
 
 class Attention:
@@ -468,16 +478,20 @@ class Gate:
         self.topk = topk
         self.weight = BF16Linear(ck, p + "gate", E, args.dim)
         self.bias = ck.f32(p + "gate.bias", (E,))
+        self.bias_vl = ck.f32(p + "gate.bias_vl", (E,)) if ck.has(p + "gate.bias_vl") else None
         self.gate_temp = F32(args.gate_temp)
         self.norm_topk_prob = args.norm_topk_prob
         self.route_scale = F32(args.route_scale)
 
-    def __call__(self, x):
+    def __call__(self, x, image_mask=None):
         logits = self.weight.fp32(x)  # F.linear(x.float(), W.float())
         if self.gate_temp != F32(1):
             logits = logits / self.gate_temp
         s = nx.sqrt(nx.softplus(logits))
-        idx = nx.topk_rule(s + self.bias, self.topk)
+        bias = self.bias[None, :]
+        if image_mask is not None and image_mask.any():  # image-span rows select with bias_vl
+            bias = np.where(image_mask[:, None], self.bias_vl[None, :], bias)
+        idx = nx.topk_rule(s + bias, self.topk)
         w = np.take_along_axis(s, idx, axis=1)
         if self.norm_topk_prob and self.topk > 1:
             w = w / (nx.xsum(w)[:, None] + F32(1e-20))
@@ -518,8 +532,8 @@ class MoE:
         self.experts = [Expert(args, ck, f"{p}experts.{e}.", True) for e in range(E)]
         self.shared = Expert(args, ck, p + "shared_experts.", False)
 
-    def __call__(self, x):
-        w, idx = self.gate(x)
+    def __call__(self, x, image_mask=None):
+        w, idx = self.gate(x, image_mask)
         y = np.zeros(x.shape, dtype=F32)
         for e, expert in enumerate(self.experts):
             tok, slot = np.nonzero(idx == e)
@@ -587,7 +601,7 @@ class Block:
         residual = h
         ffn_pre, ffn_post, ffn_comb = self.hc_mixes(h, *self.hc_ffn)
         x = self.ffn_norm(self.hc_pre(h, attn_pre))
-        x = self.ffn(x)
+        x = self.ffn(x, getattr(state, "image_mask", None))
         h = self.hc_post(x, residual, ffn_post, ffn_comb)
         return h, ffn_pre
 
@@ -616,24 +630,55 @@ class Transformer:
                 eng = Engram(args, ck, l, args.engram_layer_ids.index(l))
             self.layers.append(Block(args, ck, l, eng))
 
-    def forward(self, ids, progress=None, taps=None):
+    def image_embed(self, e, images):
+        """ref: model.py Transformer.forward (vision): each image span [START, (IMAGE x n_w,
+        NEWLINE) x n_h, END] overwrites the embedding rows from its first position with the
+        learned delimiters and the aligner rows in reading order. images: a list of
+        (first_pos, n_h, n_w, rows [n_h * n_w, D]). Returns the token_types [T] (-1: text)."""
+        T, D = e.shape
+        types = np.full(T, -1, dtype=np.int64)
+        if not images:
+            return types
+        start, end, newline = (self.ck.bf16(k, (D,)) for k in ("image_start", "image_end",
+                                                                 "image_newline"))
+        for p0, n_h, n_w, rows in images:
+            span = image_token_types(n_h, n_w)
+            if p0 < 0 or p0 + len(span) > T or (types[p0:p0 + len(span)] >= 0).any():
+                raise CheckpointError(f"image span at {p0} does not fit the prompt")
+            types[p0:p0 + len(span)] = span
+            e[p0] = start
+            e[p0 + len(span) - 1] = end
+            k = 0
+            for i, t in enumerate(span[1:-1], start=p0 + 1):
+                if t == IMAGE_NEW_LINE:
+                    e[i] = newline
+                else:
+                    e[i] = rows[k]
+                    k += 1
+        return types
+
+    def forward(self, ids, progress=None, taps=None, images=None):
         """ids int [T] -> fp32 logits [T, vocab] of every position. `taps`, a list, receives the
         DSpark target taps main_hidden [T, n_taps * D] (ref: Transformer.forward main_hiddens:
         the mean over the copies of each target layer's input, bf16, concatenated in layer
-        order)."""
+        order). `images`: the image spans of the prompt (image_embed); their rows route with
+        the routers' bias_vl and are DEAD for Engram (no n-gram spans them, their gate is 0)."""
         args = self.args
         ids = np.asarray(ids, dtype=np.int64)
         T = ids.shape[0]
         e = nx.bf16_from_bits(self.embed[ids])  # [T, D]
+        types = self.image_embed(e, images)
+        image_mask = types >= 0 if (types >= 0).any() else None
         h = np.repeat(e[:, None, :], args.hc_mult, axis=1)
         pre_mix = np.zeros((T, args.hc_mult), dtype=F32)
         pre_mix[:, 0] = 1
-        hashes = self.hash(ids) if self.hash is not None else None
+        hashes = self.hash(ids, image_mask) if self.hash is not None else None
         state = SharedState()
+        state.image_mask = image_mask
         main_hiddens = []
         for l, layer in enumerate(self.layers):
             if layer.engram is not None:
-                h = layer.engram(h, hashes[layer.engram.layer_hash_index])
+                h = layer.engram(h, hashes[layer.engram.layer_hash_index], image_mask)
             if l in args.dspark_target_layer_ids:  # the attention input, not the output
                 main_hiddens.append(bf16(nx.mean(h, axis=1)))
             h, pre_mix = layer(h, pre_mix, state)

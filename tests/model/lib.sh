@@ -36,6 +36,14 @@ check() {  # check LABEL CMD...: run a comparison, count the result
   if "$@"; then PASSES=$((PASSES + 1)); else FAILS=$((FAILS + 1)); echo "  ^ failed: $label"; fi
 }
 
+# refuses PATTERN CMD...: the command exits non-zero with PATTERN on stderr (a clean refusal)
+refuses() {
+  local pat=$1
+  shift
+  if "$@" >/dev/null 2>"$WORK/err"; then return 1; fi
+  grep -q "$pat" "$WORK/err" || { cat "$WORK/err"; return 1; }
+}
+
 finish() {
   echo "$PASSES passed, $FAILS failed"
   [ "$FAILS" -eq 0 ]

@@ -49,12 +49,6 @@ for seed in 0 1; do
       --label "two images seed=$seed ${split:-one-shot}"
   done
 done
-refuses() {  # refuses PATTERN CMD...: exits non-zero with PATTERN on stderr
-  local pat=$1
-  shift
-  if "$@" >/dev/null 2>"$WORK/err"; then return 1; fi
-  grep -q "$pat" "$WORK/err" || { cat "$WORK/err"; return 1; }
-}
 check "two placeholders, one image" refuses "2 image placeholders for 1 images" \
   "$CEDAR_BIN" logits --model "$WORK/tiny0" --ids-file "$WORK/two.txt" --image "$WORK/a.png" \
   --out "$WORK/x.npy"

@@ -48,12 +48,6 @@ for seed in 0 1; do
     check "vision tower tiny seed $seed $img" compare "$M" "$WORK/$img"
   done
 done
-refuses() {  # refuses PATTERN CMD...: exits non-zero with PATTERN on stderr
-  local pat=$1
-  shift
-  if "$@" >/dev/null 2>"$WORK/err"; then return 1; fi
-  grep -q "$pat" "$WORK/err" || { cat "$WORK/err"; return 1; }
-}
 # a model without a vision tower: the trained default keeps none
 check "--embed on a model without a tower" \
   refuses "no vision tower" "$CEDAR_BIN" image "$WORK/small.jpg" -m "$CEDAR_BINARY_DIR/models/default" --embed "$WORK/x.npy"

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app/bench_speculative.h"
+#include "app/bench_vision.h"
 #include "app/commands.h"
 #include "app/load_model.h"
 #include "app/read_file.h"
@@ -253,6 +254,9 @@ int cmd_bench(int argc, char** argv) {
        {"spec-always", "", false,
         "verify on every step even where passes emit fewer tokens per second than plain steps "
         "(default: speculation pauses while it does not pay)"},
+       {"vision", "", true,
+        "on | off: time the vision tower on one image at the token limit (default: on when the "
+        "model has a tower)"},
        {"prompt-file", "", true,
         "text whose continuation the speculative section decodes (default: the first prompt)"},
        {"json", "", false, "print one JSON object instead of the table"}});
@@ -331,6 +335,12 @@ int cmd_bench(int argc, char** argv) {
                                std::to_string(cfg.max_position_embeddings));
   const bool ced_available = model.has_ced();
   const bool want_spec = spec_arg.empty() ? model.dspark() != nullptr : spec_arg == "dspark";
+  const std::string vision_arg = args.get("vision", "");
+  if (!vision_arg.empty() && vision_arg != "on" && vision_arg != "off")
+    throw std::runtime_error("--vision: '" + vision_arg + "' (on, off)");
+  const bool want_vision = vision_arg.empty() ? cfg.has_vision : vision_arg == "on";
+  if (want_vision && !cfg.has_vision)
+    throw std::runtime_error("--vision on: the model has no vision tower");
   if (want_spec && !model.dspark())
     throw std::runtime_error("--speculative dspark: the model has no DSpark stages");
   std::vector<int32_t> spec_prompt;
@@ -599,6 +609,12 @@ int cmd_bench(int argc, char** argv) {
     btable += line;
   }
 
+  VisionBench vis;
+  if (want_vision) {
+    if (!as_json) std::fprintf(stderr, "cedar bench: image encode...\n");
+    vis = bench_vision(*engine, int(reps), machine.fma.median);
+  }
+
   SpecBench spec;
   if (want_spec) {
     if (!as_json) std::fprintf(stderr, "cedar bench: speculative decoding...\n");
@@ -621,7 +637,8 @@ int cmd_bench(int argc, char** argv) {
                 {"storage_read", streamed ? probe_json(storage, "GB/s", 1e9) : json(nullptr)},
                 {"runs", runs},
                 {"batched_decode", batch_runs},
-                {"speculative", want_spec ? spec.json : json()}};
+                {"speculative", want_spec ? spec.json : json()},
+                {"vision", want_vision ? vis.json : json()}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -648,6 +665,11 @@ int cmd_bench(int argc, char** argv) {
         (long long)batch_state.n_tokens, gen);
     std::printf("  %-6s %9s %10s   %-7s %s\n", "batch", "pass_s", "tok/s", "gain", "traffic");
     std::printf("%s", btable.c_str());
+  }
+  if (want_vision) {
+    std::printf("\nimage encode (median of %lld runs; one image at the processor's token limit)\n",
+                reps);
+    std::printf("%s", vis.line.c_str());
   }
   if (want_spec) {
     std::printf(

@@ -109,8 +109,9 @@ int64_t PrefixCache::restore(Engine& engine, std::span<const int32_t> ids, int64
     auto u = disk_->load_longest(ids, disk_max, len + 1);
     if (u) {
       const int64_t L = int64_t(u->tokens.size());
-      const int64_t dlen = std::min(L, max_len);
       const bool drep = !u->has_window || L > max_len;
+      const int64_t dlen =
+          drep ? replayable_prefix(u->state, std::min(L, max_len), W) : std::min(L, max_len);
       if (value(dlen, drep) > best_value) {
         st = std::move(u->state);
         have = true, len = dlen, replay = drep, best_value = value(dlen, drep);
@@ -194,10 +195,7 @@ void PrefixCache::offer(std::span<const int32_t> ids, const SequenceState& state
       evict_memory();
     }
   }
-  // a unit holds token ids only: a state with images (identity ids < 0, prompt_images.h) stays
-  // in memory, where its entry keeps the images' identity and spans
-  const bool has_images = std::any_of(ids.begin(), ids.end(), [](int32_t id) { return id < 0; });
-  if (disk_ && !has_images) {
+  if (disk_) {
     const bool with_window = opt_.store_window && !state.prompt_open();
     // a window-less unit of <= window tokens is never worth restoring (see restore())
     if (with_window || int64_t(ids.size()) > int64_t(cfg_.sliding_window))

@@ -19,7 +19,8 @@ namespace {
 
 constexpr uint32_t kFlagWindow = 1u;
 constexpr size_t kPayloadAt = 80;
-constexpr size_t kChecksumAt = 88;  // header bytes [0, 88) are covered by the checksum
+constexpr uint64_t kImageSpanBytes = 16;  // first_pos i64, n_h i32, n_w i32
+constexpr size_t kChecksumAt = 88;        // header bytes [0, 88) are covered by the checksum
 
 // Appends raw little-endian values and byte runs.
 class Writer {
@@ -78,11 +79,42 @@ class Reader {
 // read (its base was checked when it was loaded).
 bool nan_e4m3(uint8_t c) { return (c & 0x7F) == 0x7F; }
 
+// The image spans a unit's positions begin (format version 2): ascending, disjoint, after the
+// base's spans, starting inside [base_tokens, n_tokens) with a grid the processor can make.
+void read_images(Reader& r, const SnapshotHeader& h, const ModelConfig& cfg,
+                 const std::string& label, SequenceState* st) {
+  const uint32_t n = r.get<uint32_t>("image span count");
+  if (n > 0 && !cfg.has_vision) layout_error(label, "image spans in a model without a tower");
+  if (uint64_t(n) > r.left() / kImageSpanBytes)
+    layout_error(label, "image spans exceed the payload");
+  for (uint32_t k = 0; k < n; ++k) {
+    ImageSpan sp;
+    sp.first_pos = r.get<int64_t>("image span start");
+    sp.n_h = r.get<int32_t>("image span rows");
+    sp.n_w = r.get<int32_t>("image span columns");
+    const int64_t prev_end = st->images.empty() ? 0 : st->images.back().end();
+    if (sp.first_pos < std::max(h.base_tokens, prev_end) || sp.first_pos >= h.n_tokens ||
+        sp.n_h <= 0 || sp.n_w <= 0 || sp.length() > cfg.vision.max_image_tokens)
+      layout_error(label, "image span at " + std::to_string(sp.first_pos) + " (" +
+                              std::to_string(sp.n_h) + " x " + std::to_string(sp.n_w) +
+                              ") is out of order, out of range or larger than an image can be");
+    st->images.push_back(sp);
+  }
+}
+
 void check_values(const SequenceState& st, const ModelConfig& cfg, int64_t base_tokens,
                   bool with_window, const std::string& label) {
-  for (const int32_t id : st.engram_history)
-    if (id < 0 || id >= cfg.vocab_size)
-      layout_error(label, "Engram history id " + std::to_string(id) + " is outside the vocabulary");
+  // the history's ids are of the last positions; an image position's is -1 (DEAD)
+  const int64_t h0 = st.n_tokens - int64_t(st.engram_history.size());
+  for (size_t i = 0; i < st.engram_history.size(); ++i) {
+    const int32_t id = st.engram_history[i];
+    const bool image = st.in_image(h0 + int64_t(i));
+    if (image ? id != -1 : (id < 0 || id >= cfg.vocab_size))
+      layout_error(
+          label, "Engram history id " + std::to_string(id) + " at position " +
+                     std::to_string(h0 + int64_t(i)) +
+                     (image ? " is not DEAD (-1) in an image span" : " is outside the vocabulary"));
+  }
   for (size_t l = 0; l < st.compressed.size(); ++l) {
     const CompressedKv& c = st.compressed[l];
     if (c.ratio == 0) continue;
@@ -216,8 +248,9 @@ ModelFingerprint model_fingerprint(const std::string& model_dir, const std::stri
 }
 
 uint64_t snapshot_bytes(const ModelConfig& cfg, int64_t n_tokens, bool with_window,
-                        int64_t base_tokens) {
+                        int64_t base_tokens, int new_images) {
   uint64_t b = kSnapshotHeaderBytes + 4 * uint64_t(n_tokens - base_tokens);
+  b += 4 + kImageSpanBytes * uint64_t(new_images);
   b += 4 + 4 * std::min<uint64_t>(engram_keep(cfg), uint64_t(n_tokens));
   b += 4;
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
@@ -270,6 +303,16 @@ std::vector<uint8_t> serialize_snapshot(const SequenceState& st, std::span<const
   w.bytes(zero.data(), zero.size());
 
   w.bytes(tokens.data() + base_tokens, size_t(st.n_tokens - base_tokens) * 4);
+  // the image spans this unit's positions begin (the base's spans are in the base)
+  uint32_t n_images = 0;
+  for (const ImageSpan& sp : st.images) n_images += sp.first_pos >= base_tokens ? 1 : 0;
+  w.put<uint32_t>(n_images);
+  for (const ImageSpan& sp : st.images)
+    if (sp.first_pos >= base_tokens) {
+      w.put<int64_t>(sp.first_pos);
+      w.put<int32_t>(sp.n_h);
+      w.put<int32_t>(sp.n_w);
+    }
   w.put<uint32_t>(uint32_t(st.engram_history.size()));
   w.bytes(st.engram_history.data(), st.engram_history.size() * 4);
   uint32_t n_sources = 0;
@@ -339,9 +382,9 @@ SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelC
                                   SnapshotUnit* base) {
   using R = SnapshotError::Reason;
   const SnapshotHeader h = parse_snapshot_header(data, size, label);
-  if (h.version != kSnapshotVersion)
+  if (h.version != kSnapshotVersion && h.version != 1)
     throw SnapshotError(R::kVersion, label + ": format version " + std::to_string(h.version) +
-                                         ", this build reads version " +
+                                         ", this build reads versions 1 to " +
                                          std::to_string(kSnapshotVersion));
   if (h.fingerprint != expected)
     throw SnapshotError(R::kFingerprint, label + ": made by another model (fingerprint " +
@@ -382,10 +425,15 @@ SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelC
   if (n_new > r.left() / 4) layout_error(label, "token count exceeds the payload");
   u.tokens.resize(size_t(h.n_tokens));
   r.bytes(u.tokens.data() + h.base_tokens, size_t(n_new) * 4, "token ids");
-  for (size_t i = size_t(h.base_tokens); i < u.tokens.size(); ++i)
-    if (u.tokens[i] < 0 || u.tokens[i] >= cfg.vocab_size)
-      layout_error(label, "token id " + std::to_string(u.tokens[i]) + " at position " +
-                              std::to_string(i) + " is outside the vocabulary");
+  if (h.version >= 2) read_images(r, h, cfg, label, &st);
+  // text positions hold ids of the vocabulary, image positions identity ids (negative)
+  for (size_t i = size_t(h.base_tokens); i < u.tokens.size(); ++i) {
+    const bool image = st.in_image(int64_t(i));
+    if (image ? u.tokens[i] >= 0 : (u.tokens[i] < 0 || u.tokens[i] >= cfg.vocab_size))
+      layout_error(label,
+                   "token id " + std::to_string(u.tokens[i]) + " at position " + std::to_string(i) +
+                       (image ? " is not an image identity id" : " is outside the vocabulary"));
+  }
   const uint32_t n_hist = r.get<uint32_t>("Engram history length");
   const uint64_t want_hist = std::min<uint64_t>(engram_keep(cfg), uint64_t(h.n_tokens));
   if (n_hist != want_hist)

@@ -1,6 +1,7 @@
 // Snapshot: one prefix-cache unit (spec §9.4, docs/PREFIX_CACHE.md) — the serialized form of a
 // SequenceState after a token prefix. A unit holds what cannot be rebuilt cheaply:
-//   * the prefix's token ids (a hit must match them exactly),
+//   * the prefix's token ids (a hit must match them exactly; at image positions the identity
+//     ids of runtime/prompt_images.h, negative) and the image spans that begin in it,
 //   * every KV source's global rows (packed FP4 compressed KV + index keys, spec §10.1),
 //   * the ratio-2 compressor tails (fp32 k / gate of a half-filled group: persisted, not
 //     recomputed, so that the global rows formed after a restore equal the cold run's),
@@ -45,7 +46,8 @@
 
 namespace cedar {
 
-inline constexpr uint32_t kSnapshotVersion = 1;
+// 2 added the image spans after the token ids; version-1 units (no spans) are still read.
+inline constexpr uint32_t kSnapshotVersion = 2;
 inline constexpr size_t kSnapshotHeaderBytes = 120;
 inline constexpr char kSnapshotMagic[8] = {'C', 'E', 'D', 'A', 'R', 'K', 'V', '1'};
 
@@ -103,9 +105,10 @@ std::vector<uint8_t> serialize_snapshot(const SequenceState& state, std::span<co
                                         const ModelFingerprint& fp, bool with_window,
                                         int64_t base_tokens = 0, const UnitId& parent = {});
 
-// Size in bytes that serialize_snapshot would produce (no allocation of the payload).
+// Size in bytes that serialize_snapshot would produce (no allocation of the payload) for a
+// unit whose own positions begin `new_images` image spans.
 uint64_t snapshot_bytes(const ModelConfig& cfg, int64_t n_tokens, bool with_window,
-                        int64_t base_tokens = 0);
+                        int64_t base_tokens = 0, int new_images = 0);
 
 // Parses only the header; throws SnapshotError (kTruncated, kMagic) on a short or foreign file.
 // Does not check version, fingerprint or checksum (the caller decides).

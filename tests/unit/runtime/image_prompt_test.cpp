@@ -8,6 +8,7 @@
 //    before it (identity ids) and answers as a cold run with that image;
 //  * the prefix cache's memory tier: a whole hit reuses the image's rows, another image is a
 //    miss past the text before it, and a truncated candidate never needs a replay of image rows;
+//  * the disk tier: units key on the images too and carry their spans;
 //  * placeholders, identities and bad input: counts that differ, a corrupt image, a model
 //    without a tower.
 #include <gtest/gtest.h>
@@ -212,6 +213,50 @@ TEST(ImagePrompt, PrefixCacheMemoryTier) {
   EXPECT_EQ(r3.usage.cached_tokens, 0);
   EXPECT_EQ(r3.tokens, want);
   EXPECT_EQ(cache.stats().replays, 0);
+}
+
+// Disk units key on the identity ids and carry the spans: an exact unit (with its window)
+// restores past the image in a new process-like cache (memory cleared), a unit of another image
+// is never a hit past the text before it, and a window-less unit is cut before the image (its
+// replay could not rebuild the image's rows).
+TEST(ImagePrompt, DiskTierKeysOnImages) {
+  char tmpl[] = "/tmp/cedar-image-disk-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const Case c = make_case("rgb.png");
+  const std::vector<int32_t> want = cold(c, 4);
+  for (bool window : {true, false}) {
+    PrefixCacheOptions po;
+    po.disk_dir = dir + (window ? "/exact" : "/replay");
+    po.store_window = window;
+    po.interval = 0;
+    PrefixCache cache(engine(), po);
+    Generator g1(engine(), &cache);
+    const GenerationResult r1 = g1.generate(c.ids, greedy(4, c.images));
+    EXPECT_EQ(r1.tokens, want);
+    cache.clear_memory();
+    const Case next = next_turn(c, r1.tokens);
+    Generator g2(engine(), &cache);
+    const GenerationResult r2 = g2.generate(next.ids, greedy(4, next.images));
+    EXPECT_EQ(r2.tokens, cold(next, 4)) << window;
+    if (window) {
+      EXPECT_GT(r2.usage.cached_tokens, c.images[0].span.end());
+      EXPECT_EQ(cache.last_restore().source, RestoreInfo::Source::kDisk);
+    } else {
+      EXPECT_LE(r2.usage.cached_tokens, c.images[0].span.first_pos);
+    }
+    // the same next turn with another image: at most the text before it
+    cache.clear_memory();
+    Case other = next;
+    std::vector<int32_t> ids = {0, 100, 200, kPh, 300, 400, 500};
+    const std::string bytes[] = {corpus("rgb.jpg")};
+    other.images = attach_images(engine().config(), &ids, bytes);
+    Generator g3(engine(), &cache);
+    const GenerationResult r3 = g3.generate(other.ids, greedy(4, other.images));
+    EXPECT_LE(r3.usage.cached_tokens, other.images[0].span.first_pos);
+    EXPECT_EQ(r3.tokens, cold(other, 4)) << window;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ImagePrompt, BadInputIsAClearError) {

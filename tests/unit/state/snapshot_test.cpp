@@ -17,6 +17,7 @@
 
 #include "model/config.h"
 #include "model/presets.h"
+#include "text/sha256.h"
 
 namespace cedar {
 namespace {
@@ -311,6 +312,100 @@ TEST(Snapshot, RefusesNaNCodesAndNonFiniteTailsBehindAValidChecksum) {
     st.engram_history[0] = int32_t(cfg.vocab_size);
     refused(st, false, "Engram history id");
   }
+}
+
+// A state with image spans: their positions hold identity ids (negative), their Engram history
+// entries -1 (DEAD). The spans a unit's positions begin are stored with it (a chained unit gets
+// the base's spans from the base), and values no forward could write are refused.
+SequenceState with_images(const ModelConfig& cfg, std::vector<int32_t>* toks) {
+  SequenceState st = random_state(cfg, 300, toks, 21);
+  st.images = {ImageSpan{10, 3, 4}, ImageSpan{290, 5, 5}};  // the second goes on past 300
+  for (const ImageSpan& sp : st.images)
+    for (int64_t p = sp.first_pos; p < std::min<int64_t>(sp.end(), 300); ++p)
+      (*toks)[size_t(p)] = -1000 - int32_t(p);
+  st.engram_history = {-1, -1, -1};  // positions 297..299
+  return st;
+}
+
+TEST(Snapshot, ImageSpansRoundTripChainAndAreChecked) {
+  const ModelConfig cfg = tiny();
+  ASSERT_TRUE(cfg.has_vision);
+  std::vector<int32_t> toks;
+  const SequenceState st = with_images(cfg, &toks);
+  const auto bytes = serialize_snapshot(st, toks, fp_of(1), false);
+  EXPECT_EQ(bytes.size(), snapshot_bytes(cfg, 300, false, 0, 2));
+  SnapshotUnit u = deserialize_snapshot(bytes.data(), bytes.size(), cfg, fp_of(1), "u");
+  EXPECT_EQ(u.tokens, toks);
+  EXPECT_EQ(u.state.images, st.images);
+  EXPECT_EQ(u.state.engram_history, st.engram_history);
+  // chained on a base of 100 tokens that holds the first span
+  SequenceState base = prefix_of(st, 100);
+  base.images = {st.images[0]};
+  const auto b100 = serialize_snapshot(base, std::span(toks).first(100), fp_of(1), false);
+  const auto b300 = serialize_snapshot(st, toks, fp_of(1), false, 100, UnitId{1});
+  EXPECT_EQ(b300.size(), snapshot_bytes(cfg, 300, false, 100, 1));
+  SnapshotUnit c = deserialize_snapshot(b100.data(), b100.size(), cfg, fp_of(1), "b");
+  c = deserialize_snapshot(b300.data(), b300.size(), cfg, fp_of(1), "c", &c);
+  EXPECT_EQ(c.state.images, st.images);
+  EXPECT_EQ(c.tokens, toks);
+  auto refused = [&](const SequenceState& s, const std::vector<int32_t>& t, const ModelConfig& m,
+                     const char* what) {
+    const auto b = serialize_snapshot(s, t, fp_of(1), false);
+    try {
+      deserialize_snapshot(b.data(), b.size(), m, fp_of(1), "u");
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const SnapshotError& e) {
+      EXPECT_EQ(e.reason(), SnapshotError::Reason::kLayout) << what;
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  {
+    auto t = toks;
+    t[5] = -3;  // a text position
+    refused(st, t, cfg, "outside the vocabulary");
+    t = toks;
+    t[12] = 7;  // inside the first span
+    refused(st, t, cfg, "not an image identity id");
+  }
+  {
+    SequenceState s = st;
+    s.engram_history[1] = 5;
+    refused(s, toks, cfg, "is not DEAD");
+    s = st;
+    s.images = {ImageSpan{10, 3, 4}, ImageSpan{20, 5, 5}};  // overlaps the first
+    refused(s, toks, cfg, "out of order");
+    s = st;
+    s.images[1].n_w = 2000;  // longer than max_image_tokens
+    refused(s, toks, cfg, "larger than an image can be");
+  }
+  ModelConfig text_only = cfg;
+  text_only.has_vision = false;
+  refused(st, toks, text_only, "without a tower");
+}
+
+// Units of format version 1 (before image spans) are still read: a version-2 unit without
+// images, less its image count, under version 1 and a recomputed checksum.
+TEST(Snapshot, ReadsFormatVersionOne) {
+  const ModelConfig cfg = tiny();
+  std::vector<int32_t> toks;
+  const SequenceState st = random_state(cfg, 50, &toks, 5);
+  std::vector<uint8_t> v2 = serialize_snapshot(st, toks, fp_of(1), false);
+  const size_t count_at = kSnapshotHeaderBytes + toks.size() * 4;
+  std::vector<uint8_t> v1(v2.begin(), v2.begin() + long(count_at));
+  v1.insert(v1.end(), v2.begin() + long(count_at) + 4, v2.end());
+  const uint32_t one = 1;
+  std::memcpy(v1.data() + 8, &one, 4);
+  const uint64_t payload = v1.size() - kSnapshotHeaderBytes;
+  std::memcpy(v1.data() + 80, &payload, 8);
+  text::Sha256 sha;
+  sha.update(v1.data(), 88);
+  sha.update(v1.data() + kSnapshotHeaderBytes, payload);
+  const auto sum = sha.digest();
+  std::memcpy(v1.data() + 88, sum.data(), 32);
+  const SnapshotUnit u = deserialize_snapshot(v1.data(), v1.size(), cfg, fp_of(1), "v1");
+  EXPECT_EQ(u.tokens, toks);
+  EXPECT_TRUE(u.state.images.empty());
+  expect_same_global(st, u.state);
 }
 
 TEST(Snapshot, RefusesTruncatedAndPaddedFiles) {

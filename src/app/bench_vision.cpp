@@ -1,10 +1,10 @@
 #include "app/bench_vision.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
 
+#include "runtime/bench_probes.h"
 #include "vision/image_processor.h"
 
 namespace cedar::app {
@@ -22,11 +22,6 @@ double tower_flops(const ModelConfig& c, const vision::ImagePlan& p) {
       2 * n * V * 3 * V + 2 * 2 * n * n * V + 2 * n * V * V + 2 * n * V * 2 * I + 2 * n * I * V;
   return 2 * n * v.patch_dim() * V + v.num_hidden_layers * block + 2 * T * r2 * V * D +
          2 * T * D * D;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -55,7 +50,8 @@ VisionBench bench_vision(runtime::Engine& engine, int reps, double fma_peak_flop
     pre_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     enc_s.push_back(std::chrono::duration<double>(t2 - t1).count());
   }
-  const double flops = tower_flops(cfg, p.plan), enc = median(enc_s), pre = median(pre_s);
+  const double flops = tower_flops(cfg, p.plan), enc = bench::median(enc_s),
+               pre = bench::median(pre_s);
   const vision::ImagePlan& pl = p.plan;
   VisionBench out;
   out.json = {{"image", {img.width, img.height}},

@@ -55,7 +55,6 @@ ExpandedPrompt expand_images(std::span<const int32_t> ids, int32_t placeholder,
 std::vector<PromptImage> attach_images(const ModelConfig& cfg, std::vector<int32_t>* ids,
                                        std::span<const std::string> encoded) {
   if (encoded.empty()) return {};
-  if (!cfg.has_vision) throw std::invalid_argument("the model has no vision tower");
   std::vector<PromptImage> out(encoded.size());
   std::vector<vision::ImagePlan> plans;
   for (size_t k = 0; k < encoded.size(); ++k) {

@@ -21,8 +21,6 @@ from PIL import Image, ImageOps
 
 from numerics import F32, bf16
 
-IMAGE_START, IMAGE, IMAGE_NEW_LINE, IMAGE_END = range(4)
-
 
 @dataclass
 class Geometry:

@@ -6,10 +6,11 @@ include(CheckCXXCompilerFlag)
 
 set(CEDAR_ISA_FLAGS_avx2 -O3 -mavx2 -mfma -mf16c)
 set(CEDAR_ISA_FLAGS_avx512 -O3 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c)
+set(CEDAR_ISA_FLAGS_avx512bf16 ${CEDAR_ISA_FLAGS_avx512} -mavx512bf16 -mavx512vbmi)
 
 set(CEDAR_KERNEL_ISAS "")
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
-  foreach(isa avx2 avx512)
+  foreach(isa avx2 avx512 avx512bf16)
     set(ok TRUE)
     foreach(flag ${CEDAR_ISA_FLAGS_${isa}})
       string(MAKE_C_IDENTIFIER "CEDAR_FLAG${flag}" var)

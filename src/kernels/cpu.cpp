@@ -48,6 +48,7 @@ CpuFeatures detect() {
     f.avx512dq = b & (1u << 17);
     f.avx512bw = b & (1u << 30);
     f.avx512vl = b & (1u << 31);
+    f.avx512vbmi = c & (1u << 1);
     f.avx512vnni = c & (1u << 11);
     __get_cpuid_count(7, 1, &a, &b, &c, &d);
     f.avx512bf16 = a & (1u << 5);
@@ -87,6 +88,7 @@ std::string CpuFeatures::flags() const {
   add(avx512bw && os_zmm, "avx512bw");
   add(avx512dq && os_zmm, "avx512dq");
   add(avx512vl && os_zmm, "avx512vl");
+  add(avx512vbmi && os_zmm, "avx512vbmi");
   add(avx512vnni && os_zmm, "avx512vnni");
   add(avx512bf16 && os_zmm, "avx512bf16");
   return s.empty() ? "baseline" : s;

@@ -1,6 +1,6 @@
 // KernelTable: the kernel socket of the forward pass (DESIGN.md, EXAMPLES.md §7.3 and §10). One
 // table per instruction set -- "ref" (the scalar reference-mode kernels, the oracle of
-// docs/NUMERICS.md), "avx2", "avx512" -- chosen once at start-up (select.cpp) and passed by
+// docs/NUMERICS.md), "avx2", "avx512", "avx512bf16" -- chosen once at start-up (select.cpp) and passed by
 // reference to every module. Names match the reference kernel.py where one exists. Every kernel
 // is single-threaded over the range it is given; the modules split work across threads, so a
 // kernel never sees the thread count. Activations are carried as fp32 arrays holding bf16 values.
@@ -127,7 +127,7 @@ struct KernelTable {
   void (*topk)(const float* v, int n, int k, int* out);
 };
 
-// The table named `name` ("ref", "avx2", "avx512"); empty: CEDAR_KERNELS if set, else the best
+// The table named `name` ("ref", "avx2", "avx512", "avx512bf16"); empty: CEDAR_KERNELS if set, else the best
 // table this CPU supports. Throws std::runtime_error naming the value for an unknown name or a
 // table the CPU cannot run.
 const KernelTable& choose_kernels(std::string_view name = {});

@@ -1,4 +1,5 @@
-// Which kernel table runs: the best one the CPU supports (AVX-512 > AVX2+FMA > ref), unless
+// Which kernel table runs: the best one the CPU supports (AVX-512 BF16 > AVX-512 > AVX2+FMA > ref),
+// unless
 // --kernels NAME or CEDAR_KERNELS names one. Tables for ISAs the compiler could not build are
 // absent (cmake/CedarIsa.cmake); a table the CPU cannot run is refused by name.
 #include <cstdlib>
@@ -27,6 +28,10 @@ const Entry kEntries[] = {
 #endif
 #if CEDAR_HAVE_AVX512
     {"avx512", kernels::avx512::table, [](const CpuFeatures& f) { return f.has_avx512(); }},
+#endif
+#if CEDAR_HAVE_AVX512BF16
+    {"avx512bf16", kernels::avx512bf16::table,
+     [](const CpuFeatures& f) { return f.has_avx512_bf16(); }},
 #endif
 };
 

@@ -224,7 +224,7 @@ int act_floats_same(int K) { return K; }
 
 // x -> act_quant (bit-exact) -> q * s, each unit of U elements permuted by `order` (a unit past
 // K reads zeros); with `xmax`, each 32-block's max |q * s| after the row's panel_len values
-void prepare_quant_rows(const float* x, int rows, int K, int U, int stride, float* act,
+inline void prepare_quant_rows(const float* x, int rows, int K, int U, int stride, float* act,
                         const int* order, bool xmax) {
   alignas(64) float deq[64];
   const int nb = K / 32, len = (K + U - 1) / U * U;
@@ -249,7 +249,7 @@ void prepare_quant_rows(const float* x, int rows, int K, int U, int stride, floa
     }
   }
 }
-void permute_rows(const float* x, int rows, int K, float* act, const int* order) {
+inline void permute_rows(const float* x, int rows, int K, float* act, const int* order) {
   for (int m = 0; m < rows; ++m)
     for (int b = 0; b < K / 32; ++b) {
       const float* s = x + size_t(m) * K + size_t(b) * 32;

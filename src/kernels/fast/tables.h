@@ -10,4 +10,7 @@ const KernelTable& table();
 namespace avx512 {
 const KernelTable& table();
 }
+namespace avx512bf16 {
+const KernelTable& table();
+}
 }  // namespace cedar::kernels

@@ -46,12 +46,16 @@ TEST(KernelSelect, DefaultIsTheBestSupportedTable) {
     if (t->name == "avx512") {
       EXPECT_TRUE(f.has_avx512());
     }
+    if (t->name == "avx512bf16") {
+      EXPECT_TRUE(f.has_avx512_bf16());
+    }
   }
 #if defined(__x86_64__)
   // a compiled-in table the CPU supports must be offered
   for (const std::string& n : kernel_table_names()) {
-    const bool runs =
-        n == "ref" || (n == "avx2" && f.has_avx2_fma()) || (n == "avx512" && f.has_avx512());
+    const bool runs = n == "ref" || (n == "avx2" && f.has_avx2_fma()) ||
+                      (n == "avx512" && f.has_avx512()) ||
+                      (n == "avx512bf16" && f.has_avx512_bf16());
     bool offered = false;
     for (const KernelTable* t : tables) offered = offered || t->name == n;
     EXPECT_EQ(offered, runs) << n;

@@ -1,0 +1,437 @@
+// The GEMM families of the avx512bf16 table (kernel_table.h GemmKernels): bf16 dot products
+// (VDPBF16PS) over the decoders of fast/dp512.h.
+//
+// Arithmetic, the same in every path so that a row's result never depends on what shares the
+// call (batch invariance):
+// * FP8/FP4/FP8W: per unit (two or four 32-blocks) and output, t = the unit's products summed by
+//   VDPBF16PS from zero, vector by vector; then acc = fma(t, block scales, acc), unit by unit;
+//   the output is hsum16(acc) (FP8/FP4 rounded to bf16). The activation scales are in the
+//   prepared values (act_quant's q x s, exact in bf16).
+// * BF16: acc[u % 2] = VDPBF16PS(acc[u % 2], x, w) over the 32-element units, then
+//   hsum16(acc[0] + acc[1]).
+// VDPBF16PS treats bf16 subnormals as zero and flushes subnormal sums (docs/NUMERICS.md "Fast
+// kernels"): the decoded weights and act_quant's values are normal numbers, so only activations
+// below 2^-126 (bf16/FP8W inputs) and sums below 2^-126 are affected.
+//
+// Memory: a decode step (up to kRowsDp activation rows) reads each weight row once, start to
+// end, and moves to the next: row-sequential streams are what the hardware prefetcher follows
+// at full speed (measured: interleaving two to four rows' streams halves the read rate), with a
+// software prefetch a few KiB ahead that keeps the memory busy while a unit computes. More rows
+// decode R weight rows into a panel once and run MR x R register tiles over it.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/fast/dp512.h"
+#include "kernels/fast/gemm.h"
+#include "kernels/fast/quant.h"
+#include "kernels/kernel_table.h"
+
+namespace cedar::kernels::fast {
+namespace {
+
+// A per-thread buffer for the decoded panel or a row group's scale vectors (grows, never
+// shrinks; freed at thread exit).
+inline float* dp_buffer(int which, size_t floats) {
+  static thread_local PanelBuffer b[2];
+  return b[which].get(floats);
+}
+
+// The formats: the decoder, where a row and its scales are, and the scale vectors of a row's
+// units (RowScales: row(n) before the row's units, unit(u) for each).
+struct DpFp8 {
+  using Dec = Fp8Dec;
+  static constexpr bool kScaled = true;
+  static constexpr int kPrefetch = 4096;
+  static size_t row_bytes(int K) { return size_t(K); }
+  // unit u of row n: its two blocks' scales (a 32-row group shares them); a missing second
+  // block (K % 64 == 32) reads code 0
+  static __m512 scales(const uint8_t* ws, int K, int n, int u) {
+    const uint8_t* s = ws + size_t(n / 32) * size_t(K / 32) + size_t(2 * u);
+    return Dec::scales(s[0], 2 * u + 1 < K / 32 ? s[1] : 0);
+  }
+  // a 32-row group shares its scales: the group's vectors are made once, when a row of a new
+  // group starts
+  struct RowScales {
+    const uint8_t* ws;
+    int K, group = -1;
+    float* buf;
+    RowScales(const uint8_t* ws_, int K_)
+        : ws(ws_), K(K_), buf(dp_buffer(1, size_t((K_ + 63) / 64) * 16)) {}
+    void row(int n) {
+      if (n / 32 == group) return;
+      group = n / 32;
+      for (int u = 0; u < (K + 63) / 64; ++u) _mm512_storeu_ps(buf + 16 * u, scales(ws, K, n, u));
+    }
+    template <class Whole>
+    __m512 unit(int u, Whole) const {
+      return _mm512_loadu_ps(buf + 16 * u);
+    }
+  };
+};
+struct DpFp4 {
+  using Dec = Fp4Dec;
+  static constexpr bool kScaled = true;
+  static constexpr int kPrefetch = 4096;
+  static size_t row_bytes(int K) { return size_t(K / 2); }
+  static __m512 scales(const uint8_t* ws, int K, int n, int u) {
+    const int nb = K / 32;
+    return Dec::scales(ws + size_t(n) * size_t(nb) + size_t(4 * u), std::min(4, nb - 4 * u));
+  }
+  // every row has its own scales: read with each unit
+  struct RowScales {
+    const uint8_t* ws;
+    int K, n = 0;
+    RowScales(const uint8_t* ws_, int K_) : ws(ws_), K(K_) {}
+    void row(int n_) { n = n_; }
+    template <class Whole>
+    __m512 unit(int u, Whole) const {
+      if constexpr (Whole::value)
+        return Dec::scales4(ws + size_t(n) * size_t(K / 32) + size_t(4 * u));
+      else
+        return scales(ws, K, n, u);
+    }
+  };
+};
+struct DpBf16 {
+  using Dec = Bf16Dec;
+  static constexpr bool kScaled = false;
+  static constexpr int kPrefetch = 0;
+  static size_t row_bytes(int K) { return size_t(K) * 2; }
+  static __m512 scales(const uint8_t*, int, int, int) { return _mm512_setzero_ps(); }
+  struct RowScales {
+    RowScales(const uint8_t*, int) {}
+    void row(int) {}
+    template <class Whole>
+    __m512 unit(int, Whole) const {
+      return _mm512_setzero_ps();
+    }
+  };
+};
+
+template <class F>
+int units(int K) {
+  return (K + F::Dec::kUnit - 1) / F::Dec::kUnit;
+}
+// bytes of unit u of a row (the last may be short)
+template <class F>
+int unit_bytes(int K, int u) {
+  const size_t rb = F::row_bytes(K);
+  return int(std::min<size_t>(F::Dec::kBytes, rb - size_t(u) * F::Dec::kBytes));
+}
+// a prepared row: units x kUnit bf16 words (zeros past K), as floats
+template <class F>
+int dp_act_floats(int K) {
+  return units<F>(K) * F::Dec::kUnit / 2;
+}
+
+// ---- prepare: bf16 activation words in the decoder's order ----
+
+template <class F>
+const int* dp_order() {
+  static const auto o = [] {
+    struct O {
+      int e[F::Dec::kUnit];
+    } r;
+    for (int s = 0; s < F::Dec::kUnit; ++s) r.e[s] = F::Dec::element(s);
+    return r;
+  }();
+  return o.e;
+}
+
+// x -> (FP8/FP4: act_quant's q x s) bf16 words, unit by unit in the decoder's order
+template <class F, bool kQuant>
+void prepare_dp(const float* x, int rows, int K, float* act) {
+  constexpr int U = F::Dec::kUnit;
+  const int* order = dp_order<F>();
+  alignas(64) float v[U];
+  alignas(64) uint16_t h[U];
+  for (int m = 0; m < rows; ++m) {
+    const float* xr = x + size_t(m) * K;
+    uint16_t* a = reinterpret_cast<uint16_t*>(act + size_t(m) * dp_act_floats<F>(K));
+    for (int u = 0; u < units<F>(K); ++u) {
+      for (int b = 0; b < U / 32; ++b) {
+        const int k = u * U + b * 32;
+        if (k >= K) {
+          std::memset(v + b * 32, 0, 32 * sizeof(float));
+        } else if (kQuant) {
+          act_quant_block(xr + k, nullptr, v + b * 32);
+        } else {
+          std::memcpy(v + b * 32, xr + k, 32 * sizeof(float));
+        }
+      }
+      for (int b = 0; b < U / 32; ++b) store_bf16(h + b * 32, v + b * 32);
+      for (int s = 0; s < U; ++s) a[u * U + s] = h[order[s]];
+    }
+  }
+}
+
+// ---- the decode step: weight rows one after another ----
+
+inline __m512i load_words(const float* act, int word) {
+  return _mm512_loadu_si512(reinterpret_cast<const uint16_t*>(act) + word);
+}
+
+template <int NA, int M>
+inline __m512 sum_accs(const __m512 (&acc)[NA][M], int m) {
+  return NA == 2 ? _mm512_add_ps(acc[0][m], acc[NA - 1][m]) : acc[0][m];
+}
+
+template <bool kRound>
+inline void put_dp(float* out, __m512 acc) {
+  const float v = hsum16(acc);
+  *out = kRound ? bf16_round(v) : v;
+}
+
+// Unit u of M prepared rows against decoded weight vectors wv: scaled formats fold the unit's
+// sum into acc[m] with the block scales s; bf16 adds into acc[m] directly.
+template <class F, int M>
+inline void unit_dp(const float* act, int lda, int u, const __m512i* wv, __m512 s, __m512* acc) {
+  using D = typename F::Dec;
+  CEDAR_UNROLL for (int m = 0; m < M; ++m) {
+    const float* x = act + size_t(m) * lda;
+    if constexpr (F::kScaled) {
+      __m512 t = _mm512_setzero_ps();
+      CEDAR_UNROLL for (int v = 0; v < D::kVecs; ++v) {
+        t = dp(t, wv[v], load_words(x, u * D::kUnit + 32 * v));
+      }
+      acc[m] = _mm512_fmadd_ps(t, s, acc[m]);
+    } else {
+      acc[m] = dp(acc[m], wv[0], load_words(x, u * D::kUnit));
+    }
+  }
+}
+
+// Accumulators per output: bf16 units alternate between two (even units, odd units: one
+// VDPBF16PS chain would wait on its latency), summed at the end; a scaled format's unit is long
+// enough for one.
+template <class F>
+constexpr int kAccsDp = F::kScaled ? 1 : 2;
+
+// The units of a row of width K through step(u, accumulator set, whole unit?), alternating the
+// sets when there are two; the last unit may be short.
+template <class F, class Step, class A>
+inline void each_unit(int K, Step&& step, A* acc) {
+  const int whole = int(F::row_bytes(K) / F::Dec::kBytes), nu = units<F>(K);
+  int u = 0;
+  if constexpr (kAccsDp<F> == 2) {
+    for (; u + 1 < whole; u += 2) {
+      step(u, acc[0], std::true_type{});
+      step(u + 1, acc[1], std::true_type{});
+    }
+    if (u < whole) step(u++, acc[0], std::true_type{});  // (u odd after this one)
+    if (u < nu) {
+      if (u % 2)
+        step(u, acc[1], std::false_type{});
+      else
+        step(u, acc[0], std::false_type{});
+    }
+  } else {
+    for (; u < whole; ++u) step(u, acc[0], std::true_type{});
+    if (u < nu) step(u, acc[0], std::false_type{});
+  }
+}
+
+// M (1..kRowsDp) activation rows against weight rows [n0, n1), one row at a time.
+template <class F, int M, bool kRound>
+void gemv_dp(const typename F::Dec& dec, const float* act, int lda, int K, const uint8_t* w,
+             const uint8_t* ws, int n0, int n1, float* out, int ldo) {
+  using D = typename F::Dec;
+  const size_t rb = F::row_bytes(K);
+  typename F::RowScales sc(ws, K);
+  for (int n = n0; n < n1; ++n) {
+    const uint8_t* row = w + size_t(n) * rb;
+    sc.row(n);
+    constexpr int NA = kAccsDp<F>;
+    __m512 acc[NA][M];
+    CEDAR_UNROLL for (int a = 0; a < NA; ++a) {
+      CEDAR_UNROLL for (int m = 0; m < M; ++m) acc[a][m] = _mm512_setzero_ps();
+    }
+    auto step = [&](int u, __m512* a, auto whole) {
+      const uint8_t* p = row + size_t(u) * D::kBytes;
+      if constexpr (F::kPrefetch > 0)
+        _mm_prefetch(reinterpret_cast<const char*>(p + F::kPrefetch), _MM_HINT_T0);
+      __m512i wv[D::kVecs];
+      if constexpr (whole)
+        dec.decode(p, wv);
+      else
+        dec.decode_tail(p, unit_bytes<F>(K, u), wv);
+      unit_dp<F, M>(act, lda, u, wv, sc.unit(u, whole), a);
+    };
+    each_unit<F>(K, step, acc);
+    CEDAR_UNROLL for (int m = 0; m < M; ++m) {
+      put_dp<kRound>(out + size_t(m) * ldo + (n - n0), sum_accs<NA>(acc, m));
+    }
+  }
+}
+
+// ---- more rows: a decoded panel and register tiles ----
+
+// R weight rows decoded: per row, units x kVecs vectors of words, then (scaled formats) one
+// scale vector per unit.
+template <class F>
+struct DpPanel {
+  static size_t floats(int K, int R) {
+    using D = typename F::Dec;
+    return size_t(R) * size_t(units<F>(K)) * (D::kVecs + (F::kScaled ? 1 : 0)) * 16;
+  }
+  static void fill(const typename F::Dec& dec, int K, const uint8_t* w, const uint8_t* ws, int n,
+                   int R, float* panel) {
+    using D = typename F::Dec;
+    const int nu = units<F>(K);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w + size_t(n + r) * F::row_bytes(K);
+      for (int u = 0; u < nu; ++u) {
+        __m512i wv[D::kVecs];
+        dec.decode_tail(row + size_t(u) * D::kBytes, unit_bytes<F>(K, u), wv);
+        float* p = panel + (size_t(r) * nu + u) * D::kVecs * 16;
+        for (int v = 0; v < D::kVecs; ++v) _mm512_storeu_si512(p + 16 * v, wv[v]);
+        if constexpr (F::kScaled)
+          _mm512_storeu_ps(scale_at(panel, K, R, r, u), F::scales(ws, K, n + r, u));
+      }
+    }
+  }
+  static const float* vec_at(const float* panel, int K, int r, int u, int v) {
+    return panel + ((size_t(r) * units<F>(K) + u) * F::Dec::kVecs + v) * 16;
+  }
+  static float* scale_at(float* panel, int K, int R, int r, int u) {
+    return const_cast<float*>(scale_at(static_cast<const float*>(panel), K, R, r, u));
+  }
+  static const float* scale_at(const float* panel, int K, int R, int r, int u) {
+    const size_t words = size_t(R) * units<F>(K) * F::Dec::kVecs * 16;
+    return panel + words + (size_t(r) * units<F>(K) + u) * 16;
+  }
+};
+
+// MR activation rows x R panel rows; the same operations per output as gemv_dp
+template <class F, int MR, int R>
+inline void tile_unit(const float* act, int lda, int K, int Rp, const float* panel, int u,
+                      __m512 (&acc)[R][MR]) {
+  using D = typename F::Dec;
+  using P = DpPanel<F>;
+  if constexpr (F::kScaled) {
+    __m512 t[R][MR];
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) t[r][i] = _mm512_setzero_ps();
+    }
+    CEDAR_UNROLL for (int v = 0; v < D::kVecs; ++v) {
+      __m512i x[MR];
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) {
+        x[i] = load_words(act + size_t(i) * lda, u * D::kUnit + 32 * v);
+      }
+      CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+        const __m512i wv = _mm512_loadu_si512(P::vec_at(panel, K, r, u, v));
+        CEDAR_UNROLL for (int i = 0; i < MR; ++i) t[r][i] = dp(t[r][i], x[i], wv);
+      }
+    }
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_loadu_ps(P::scale_at(panel, K, Rp, r, u));
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_fmadd_ps(t[r][i], s, acc[r][i]);
+    }
+  } else {
+    __m512i x[MR];
+    CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = load_words(act + size_t(i) * lda, u * 32);
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512i wv = _mm512_loadu_si512(P::vec_at(panel, K, r, u, 0));
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[r][i] = dp(acc[r][i], x[i], wv);
+    }
+  }
+}
+
+template <class F, int MR, int R, bool kRound>
+void tile_dp(const float* act, int lda, int K, int Rp, const float* panel, float* out, int ldo) {
+  constexpr int NA = kAccsDp<F>;
+  __m512 acc[NA][R][MR];
+  CEDAR_UNROLL for (int a = 0; a < NA; ++a) {
+    CEDAR_UNROLL for (int r = 0; r < R; ++r) {
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[a][r][i] = _mm512_setzero_ps();
+    }
+  }
+  auto step = [&](int u, __m512(&a)[R][MR], auto) {
+    tile_unit<F, MR, R>(act, lda, K, Rp, panel, u, a);
+  };
+  each_unit<F>(K, step, acc);
+  for (int i = 0; i < MR; ++i)
+    for (int r = 0; r < R; ++r) {
+      __m512 sum = acc[0][r][i];
+      if constexpr (NA == 2) sum = _mm512_add_ps(sum, acc[1][r][i]);
+      put_dp<kRound>(out + size_t(i) * ldo + r, sum);
+    }
+}
+
+template <class F, int MR, int R, bool kRound>
+void panel_rows_dp(const float* act, int lda, int M, int K, const float* panel, float* out,
+                   int ldo) {
+  int m = 0;
+  for (; m + MR <= M; m += MR)
+    tile_dp<F, MR, R, kRound>(act + size_t(m) * lda, lda, K, R, panel, out + size_t(m) * ldo, ldo);
+  if constexpr (MR > 1) {
+    if (m < M)
+      panel_rows_dp<F, MR - 1, R, kRound>(act + size_t(m) * lda, lda, M - m, K, panel,
+                                          out + size_t(m) * ldo, ldo);
+  }
+}
+
+// Register tiles: MR x R outputs, each an accumulator and (scaled formats) a unit sum, plus MR
+// activation vectors and a weight vector within the 32 registers.
+constexpr int kTileR = 3, kTileMR = 4;
+// Up to this many activation rows a product streams the weight rows (gemv_dp).
+constexpr int kRowsDp = 3;
+
+template <class F>
+const typename F::Dec& decoder() {
+  static const typename F::Dec d;
+  return d;
+}
+
+template <class F, bool kRound>
+void gemm_dp(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+             float* out, int ldo) {
+  const auto& dec = decoder<F>();
+  const int lda = dp_act_floats<F>(K);
+  if (M <= kRowsDp) {
+    if (M == 1) gemv_dp<F, 1, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
+    if (M == 2) gemv_dp<F, 2, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
+    if (M == 3) gemv_dp<F, 3, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
+    return;
+  }
+  constexpr int R = kTileR;
+  float* panel = dp_buffer(0, DpPanel<F>::floats(K, R));
+  int n = n0;
+  for (; n + R <= n1; n += R) {
+    DpPanel<F>::fill(dec, K, w, ws, n, R, panel);
+    panel_rows_dp<F, kTileMR, R, kRound>(act, lda, M, K, panel, out + (n - n0), ldo);
+  }
+  for (; n < n1; ++n) {
+    DpPanel<F>::fill(dec, K, w, ws, n, 1, panel);
+    panel_rows_dp<F, kTileMR, 1, kRound>(act, lda, M, K, panel, out + (n - n0), ldo);
+  }
+}
+
+template <class F>
+int dp_act_floats_fn(int K) {
+  return dp_act_floats<F>(K);
+}
+
+GemmKernels fp8_family_dp() {
+  return {dp_act_floats_fn<DpFp8>, prepare_dp<DpFp8, true>, gemm_dp<DpFp8, true>, 4};
+}
+GemmKernels fp4_family_dp() {
+  return {dp_act_floats_fn<DpFp4>, prepare_dp<DpFp4, true>, gemm_dp<DpFp4, true>, 4};
+}
+GemmKernels bf16_family_dp() {
+  return {dp_act_floats_fn<DpBf16>, prepare_dp<DpBf16, false>, gemm_dp<DpBf16, false>, 4};
+}
+// FP8 storage, plain bf16 activations (no act_quant), fp32 out
+GemmKernels fp8w_family_dp() {
+  return {dp_act_floats_fn<DpFp8>, prepare_dp<DpFp8, false>, gemm_dp<DpFp8, false>, 4};
+}
+
+}  // namespace
+}  // namespace cedar::kernels::fast

@@ -103,7 +103,7 @@ void register_all() {
               ->Unit(benchmark::kMillisecond)
               ->UseRealTime();
         // a batched decode step's few rows per routed expert (row-by-row kernel vs panel)
-        for (int rows : {2, 4})
+        for (int rows : {2, 4, 8, 16})
           benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k, f,
                                        rows, N, K, threads)
               ->Unit(benchmark::kMillisecond)

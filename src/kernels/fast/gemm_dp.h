@@ -13,7 +13,7 @@
 // kernels"): the decoded weights and act_quant's values are normal numbers, so only activations
 // below 2^-126 (bf16/FP8W inputs) and sums below 2^-126 are affected.
 //
-// Memory: a decode step (up to kRowsDp activation rows) reads each weight row once, start to
+// Memory: a decode step (up to kGemvRows activation rows) reads each weight row once, start to
 // end, and moves to the next: row-sequential streams are what the hardware prefetcher follows
 // at full speed (measured: interleaving two to four rows' streams halves the read rate), with a
 // software prefetch a few KiB ahead that keeps the memory busy while a unit computes. More rows
@@ -45,10 +45,15 @@ inline float* dp_buffer(int which, size_t floats) {
 
 // The formats: the decoder, where a row and its scales are, and the scale vectors of a row's
 // units (RowScales: row(n) before the row's units, unit(u) for each).
+// kGemvRows: up to this many activation rows a product streams the weight rows (gemv_dp), more
+// share a panel. Measured (gemm_bench gemv_rows*, Zen 4): FP8 and FP4 at 4-8 rows decode each unit
+// once into registers for all rows faster than a panel's stores and reloads (a batched decode
+// step's share of a routed expert is usually this small); bf16 needs no decode, and its tiles
+// reading the weight in place win from 4 rows on.
 struct DpFp8 {
   using Dec = Fp8Dec;
   static constexpr bool kScaled = true;
-  static constexpr int kPrefetch = 4096;
+  static constexpr int kPrefetch = 4096, kGemvRows = 8;
   static size_t row_bytes(int K) { return size_t(K); }
   // unit u of row n: its two blocks' scales (a 32-row group shares them); a missing second
   // block (K % 64 == 32) reads code 0
@@ -78,7 +83,7 @@ struct DpFp8 {
 struct DpFp4 {
   using Dec = Fp4Dec;
   static constexpr bool kScaled = true;
-  static constexpr int kPrefetch = 4096;
+  static constexpr int kPrefetch = 4096, kGemvRows = 8;
   static size_t row_bytes(int K) { return size_t(K / 2); }
   static __m512 scales(const uint8_t* ws, int K, int n, int u) {
     const int nb = K / 32;
@@ -102,7 +107,7 @@ struct DpFp4 {
 struct DpBf16 {
   using Dec = Bf16Dec;
   static constexpr bool kScaled = false;
-  static constexpr int kPrefetch = 0;
+  static constexpr int kPrefetch = 0, kGemvRows = 3;
   static size_t row_bytes(int K) { return size_t(K) * 2; }
   static __m512 scales(const uint8_t*, int, int, int) { return _mm512_setzero_ps(); }
   struct RowScales {
@@ -238,7 +243,7 @@ inline void each_unit(int K, Step&& step, A* acc) {
   }
 }
 
-// M (1..kRowsDp) activation rows against weight rows [n0, n1), one row at a time.
+// M (1..kGemvRows) activation rows against weight rows [n0, n1), one row at a time.
 template <class F, int M, bool kRound>
 void gemv_dp(const typename F::Dec& dec, const float* act, int lda, int K, const uint8_t* w,
              const uint8_t* ws, int n0, int n1, float* out, int ldo) {
@@ -273,48 +278,56 @@ void gemv_dp(const typename F::Dec& dec, const float* act, int lda, int K, const
 
 // ---- more rows: a decoded panel and register tiles ----
 
-// R weight rows decoded: per row, units x kVecs vectors of words, then (scaled formats) one
-// scale vector per unit.
-template <class F>
-struct DpPanel {
-  static size_t floats(int K, int R) {
-    using D = typename F::Dec;
-    return size_t(R) * size_t(units<F>(K)) * (D::kVecs + (F::kScaled ? 1 : 0)) * 16;
+// R weight rows as the register tiles read them: row r's unit u, vector v at
+// words + r * row_stride + (u * kVecs + v) * 16 (floats), and (scaled formats) its scale vector
+// at scales + (r * units + u) * 16. bf16 rows are their own words: the view points into the
+// weight; the other formats are decoded into a per-thread buffer.
+struct PanelView {
+  const float* words;
+  size_t row_stride;
+  const float* scales;
+  int nu;
+  const float* vec(int r, int u, int v, int kVecs) const {
+    return words + size_t(r) * row_stride + (size_t(u) * kVecs + v) * 16;
   }
-  static void fill(const typename F::Dec& dec, int K, const uint8_t* w, const uint8_t* ws, int n,
-                   int R, float* panel) {
-    using D = typename F::Dec;
-    const int nu = units<F>(K);
+  const float* scale(int r, int u) const { return scales + (size_t(r) * nu + u) * 16; }
+};
+
+template <class F>
+size_t panel_floats(int K, int R) {
+  return size_t(R) * size_t(units<F>(K)) * (F::Dec::kVecs + 1) * 16;
+}
+
+template <class F>
+PanelView make_panel(const typename F::Dec& dec, int K, const uint8_t* w, const uint8_t* ws,
+                     int n, int R, float* buf) {
+  using D = typename F::Dec;
+  const int nu = units<F>(K);
+  if constexpr (!F::kScaled) {
+    static_assert(D::kVecs == 1);
+    return {reinterpret_cast<const float*>(w + size_t(n) * F::row_bytes(K)), F::row_bytes(K) / 4,
+            nullptr, nu};
+  } else {
+    const PanelView pv{buf, size_t(nu) * D::kVecs * 16, buf + size_t(R) * nu * D::kVecs * 16, nu};
     for (int r = 0; r < R; ++r) {
       const uint8_t* row = w + size_t(n + r) * F::row_bytes(K);
       for (int u = 0; u < nu; ++u) {
         __m512i wv[D::kVecs];
         dec.decode_tail(row + size_t(u) * D::kBytes, unit_bytes<F>(K, u), wv);
-        float* p = panel + (size_t(r) * nu + u) * D::kVecs * 16;
-        for (int v = 0; v < D::kVecs; ++v) _mm512_storeu_si512(p + 16 * v, wv[v]);
-        if constexpr (F::kScaled)
-          _mm512_storeu_ps(scale_at(panel, K, R, r, u), F::scales(ws, K, n + r, u));
+        for (int v = 0; v < D::kVecs; ++v)
+          _mm512_storeu_si512(const_cast<float*>(pv.vec(r, u, v, D::kVecs)), wv[v]);
+        _mm512_storeu_ps(const_cast<float*>(pv.scale(r, u)), F::scales(ws, K, n + r, u));
       }
     }
+    return pv;
   }
-  static const float* vec_at(const float* panel, int K, int r, int u, int v) {
-    return panel + ((size_t(r) * units<F>(K) + u) * F::Dec::kVecs + v) * 16;
-  }
-  static float* scale_at(float* panel, int K, int R, int r, int u) {
-    return const_cast<float*>(scale_at(static_cast<const float*>(panel), K, R, r, u));
-  }
-  static const float* scale_at(const float* panel, int K, int R, int r, int u) {
-    const size_t words = size_t(R) * units<F>(K) * F::Dec::kVecs * 16;
-    return panel + words + (size_t(r) * units<F>(K) + u) * 16;
-  }
-};
+}
 
 // MR activation rows x R panel rows; the same operations per output as gemv_dp
 template <class F, int MR, int R>
-inline void tile_unit(const float* act, int lda, int K, int Rp, const float* panel, int u,
+inline void tile_unit(const float* act, int lda, const PanelView& pv, int u,
                       __m512 (&acc)[R][MR]) {
   using D = typename F::Dec;
-  using P = DpPanel<F>;
   if constexpr (F::kScaled) {
     __m512 t[R][MR];
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
@@ -326,26 +339,26 @@ inline void tile_unit(const float* act, int lda, int K, int Rp, const float* pan
         x[i] = load_words(act + size_t(i) * lda, u * D::kUnit + 32 * v);
       }
       CEDAR_UNROLL for (int r = 0; r < R; ++r) {
-        const __m512i wv = _mm512_loadu_si512(P::vec_at(panel, K, r, u, v));
+        const __m512i wv = _mm512_loadu_si512(pv.vec(r, u, v, D::kVecs));
         CEDAR_UNROLL for (int i = 0; i < MR; ++i) t[r][i] = dp(t[r][i], x[i], wv);
       }
     }
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512 s = _mm512_loadu_ps(P::scale_at(panel, K, Rp, r, u));
+      const __m512 s = _mm512_loadu_ps(pv.scale(r, u));
       CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[r][i] = _mm512_fmadd_ps(t[r][i], s, acc[r][i]);
     }
   } else {
     __m512i x[MR];
     CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = load_words(act + size_t(i) * lda, u * 32);
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512i wv = _mm512_loadu_si512(P::vec_at(panel, K, r, u, 0));
+      const __m512i wv = _mm512_loadu_si512(pv.vec(r, u, 0, 1));
       CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[r][i] = dp(acc[r][i], x[i], wv);
     }
   }
 }
 
 template <class F, int MR, int R, bool kRound>
-void tile_dp(const float* act, int lda, int K, int Rp, const float* panel, float* out, int ldo) {
+void tile_dp(const float* act, int lda, int K, const PanelView& pv, float* out, int ldo) {
   constexpr int NA = kAccsDp<F>;
   __m512 acc[NA][R][MR];
   CEDAR_UNROLL for (int a = 0; a < NA; ++a) {
@@ -354,7 +367,7 @@ void tile_dp(const float* act, int lda, int K, int Rp, const float* panel, float
     }
   }
   auto step = [&](int u, __m512(&a)[R][MR], auto) {
-    tile_unit<F, MR, R>(act, lda, K, Rp, panel, u, a);
+    tile_unit<F, MR, R>(act, lda, pv, u, a);
   };
   each_unit<F>(K, step, acc);
   for (int i = 0; i < MR; ++i)
@@ -366,14 +379,14 @@ void tile_dp(const float* act, int lda, int K, int Rp, const float* panel, float
 }
 
 template <class F, int MR, int R, bool kRound>
-void panel_rows_dp(const float* act, int lda, int M, int K, const float* panel, float* out,
+void panel_rows_dp(const float* act, int lda, int M, int K, const PanelView& pv, float* out,
                    int ldo) {
   int m = 0;
   for (; m + MR <= M; m += MR)
-    tile_dp<F, MR, R, kRound>(act + size_t(m) * lda, lda, K, R, panel, out + size_t(m) * ldo, ldo);
+    tile_dp<F, MR, R, kRound>(act + size_t(m) * lda, lda, K, pv, out + size_t(m) * ldo, ldo);
   if constexpr (MR > 1) {
     if (m < M)
-      panel_rows_dp<F, MR - 1, R, kRound>(act + size_t(m) * lda, lda, M - m, K, panel,
+      panel_rows_dp<F, MR - 1, R, kRound>(act + size_t(m) * lda, lda, M - m, K, pv,
                                           out + size_t(m) * ldo, ldo);
   }
 }
@@ -382,7 +395,6 @@ void panel_rows_dp(const float* act, int lda, int M, int K, const float* panel, 
 // activation vectors and a weight vector within the 32 registers.
 constexpr int kTileR = 3, kTileMR = 4;
 // Up to this many activation rows a product streams the weight rows (gemv_dp).
-constexpr int kRowsDp = 3;
 
 template <class F>
 const typename F::Dec& decoder() {
@@ -390,27 +402,35 @@ const typename F::Dec& decoder() {
   return d;
 }
 
+// gemv_dp for a run-time row count 1..kMax
+template <class F, bool kRound, int kMax>
+void gemv_rows(const typename F::Dec& dec, const float* act, int lda, int M, int K,
+               const uint8_t* w, const uint8_t* ws, int n0, int n1, float* out, int ldo) {
+  if (M == kMax)
+    gemv_dp<F, kMax, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
+  else if constexpr (kMax > 1)
+    gemv_rows<F, kRound, kMax - 1>(dec, act, lda, M, K, w, ws, n0, n1, out, ldo);
+}
+
 template <class F, bool kRound>
 void gemm_dp(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
              float* out, int ldo) {
   const auto& dec = decoder<F>();
   const int lda = dp_act_floats<F>(K);
-  if (M <= kRowsDp) {
-    if (M == 1) gemv_dp<F, 1, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
-    if (M == 2) gemv_dp<F, 2, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
-    if (M == 3) gemv_dp<F, 3, kRound>(dec, act, lda, K, w, ws, n0, n1, out, ldo);
+  if (M <= F::kGemvRows) {
+    gemv_rows<F, kRound, F::kGemvRows>(dec, act, lda, M, K, w, ws, n0, n1, out, ldo);
     return;
   }
   constexpr int R = kTileR;
-  float* panel = dp_buffer(0, DpPanel<F>::floats(K, R));
+  float* buf = F::kScaled ? dp_buffer(0, panel_floats<F>(K, R)) : nullptr;
   int n = n0;
   for (; n + R <= n1; n += R) {
-    DpPanel<F>::fill(dec, K, w, ws, n, R, panel);
-    panel_rows_dp<F, kTileMR, R, kRound>(act, lda, M, K, panel, out + (n - n0), ldo);
+    const PanelView pv = make_panel<F>(dec, K, w, ws, n, R, buf);
+    panel_rows_dp<F, kTileMR, R, kRound>(act, lda, M, K, pv, out + (n - n0), ldo);
   }
   for (; n < n1; ++n) {
-    DpPanel<F>::fill(dec, K, w, ws, n, 1, panel);
-    panel_rows_dp<F, kTileMR, 1, kRound>(act, lda, M, K, panel, out + (n - n0), ldo);
+    const PanelView pv = make_panel<F>(dec, K, w, ws, n, 1, buf);
+    panel_rows_dp<F, kTileMR, 1, kRound>(act, lda, M, K, pv, out + (n - n0), ldo);
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -204,6 +205,15 @@ StorageDecode storage_decode(const ExpertCacheStats& a, const ExpertCacheStats& 
   return r;
 }
 
+// " (R% of the B GB/s read between its steps)" for a decode that took read-bandwidth passes
+std::string between_note(double achieved, double bw_during) {
+  if (bw_during <= 0) return "";
+  char s[96];
+  std::snprintf(s, sizeof s, " (%.1f%% of the %.2f GB/s read between its steps)",
+                100.0 * achieved / bw_during, bw_during / 1e9);
+  return s;
+}
+
 void print_probe(const char* name, const bench::Probe& p, const char* unit, double scale) {
   char range[64];
   std::snprintf(range, sizeof range, "%.2f..%.2f", p.min / scale, p.max / scale);
@@ -366,6 +376,18 @@ int cmd_bench(int argc, char** argv) {
               : 0.0;
   bench::Probe storage;
   if (streamed) storage = storage_probe(engine->checkpoint(), int(passes));
+  // Read-bandwidth passes between decode steps (every kProbeEvery steps or passes): a shared
+  // host's bandwidth moves by 2x within minutes, so each decode is also compared with what the
+  // machine read while it ran. Not in a streamed run, whose page cache the buffer would take.
+  constexpr long long kProbeEvery = 4;
+  std::unique_ptr<bench::ReadProbe> between;
+  if (!streamed)
+    between = std::make_unique<bench::ReadProbe>(pool, size_t(bw_mib) << 20, bench::widest_simd());
+  auto probe_between = [&](long long step, std::vector<double>& rates) {
+    if (between && step % kProbeEvery == kProbeEvery - 1) rates.push_back(between->pass());
+  };
+  // the median of those passes (0: none taken) and a decode's ratio line against it
+  auto during_bw = [](const std::vector<double>& r) { return r.empty() ? 0.0 : bench::median(r); };
 
   const int64_t V = cfg.vocab_size;
   std::vector<float> logits(static_cast<size_t>(V));  // kLast: one row
@@ -438,7 +460,7 @@ int cmd_bench(int argc, char** argv) {
     }
     ForwardOptions dopt;
     dopt.logits = LogitsWanted::kLast;
-    std::vector<double> step_s;
+    std::vector<double> step_s, bw_between;
     const ExpertCacheStats cache0 = experts ? experts->stats() : ExpertCacheStats{};
     const EngramStoreStats rows0 = engram ? engram->stats() : EngramStoreStats{};
     for (long long g = 0; g < gen; ++g) {
@@ -446,7 +468,9 @@ int cmd_bench(int argc, char** argv) {
       model.forward(st, &tok, 1, st.n_tokens, dopt, logits.data());
       step_s.push_back(since(t0));
       tok = argmax(logits.data(), V);
+      probe_between(g, bw_between);
     }
+    const double bw_during = during_bw(bw_between);
     const double step_med = bench::median(step_s);
     const int64_t ctx_mid = n + gen / 2;
     const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid);
@@ -501,7 +525,10 @@ int cmd_bench(int argc, char** argv) {
                     {"achieved_gflops", dec_fl_s / 1e9},
                     {"ratio_kernel_gemm_peak", dec_fl_s / refp.median},
                     {"achieved_gb_s", achieved_bw / 1e9},
-                    {"ratio_bandwidth", achieved_bw / bw.median}};
+                    {"ratio_bandwidth", achieved_bw / bw.median},
+                    {"bandwidth_between_steps_gb_s", bw_during / 1e9},
+                    {"ratio_bandwidth_between_steps",
+                     bw_during > 0 ? json(achieved_bw / bw_during) : json(nullptr)}};
     if (streamed) {
       const StorageDecode sd =
           storage_decode(cache0, experts ? experts->stats() : ExpertCacheStats{}, rows0,
@@ -538,12 +565,12 @@ int cmd_bench(int argc, char** argv) {
     std::snprintf(line, sizeof line,
                   "  %-7lld %-6s %9.4f %10.2f %11.4f %10.4f %9.2f %7.2f%% %7.2f%%  | ctx %lld: "
                   "%.2f MB weights + %.3f MB KV = %.2f MB/token -> %.2f GB/s = %.1f%% of read "
-                  "bandwidth\n",
+                  "bandwidth%s\n",
                   (long long)n, "decode", step_med, dec_tok_s, dfl.total() / 1e9,
                   dfl.gemm_per_row() / 1e9, dec_fl_s / 1e9, 100.0 * dec_fl_s / fma.median,
                   100.0 * dec_fl_s / refp.median, (long long)ctx_mid, double(tr.weights()) / 1e6,
                   double(tr.kv()) / 1e6, double(tr.total()) / 1e6, achieved_bw / 1e9,
-                  100.0 * achieved_bw / bw.median);
+                  100.0 * achieved_bw / bw.median, between_note(achieved_bw, bw_during).c_str());
     table += line;
   }
 
@@ -560,7 +587,7 @@ int cmd_bench(int argc, char** argv) {
     for (int64_t b = 0; b < B; ++b) toks[size_t(b)] = int32_t((batch_tok + 7919 * b) % V);
     std::vector<float> lg(size_t(B) * size_t(V));
     std::vector<BatchItem> items(static_cast<size_t>(B));
-    std::vector<double> pass_s;
+    std::vector<double> pass_s, bw_between;
     int64_t expert_runs = 0;  // routed (layer, expert) products over all passes
     for (long long g = 0; g < gen; ++g) {
       for (int64_t b = 0; b < B; ++b) {
@@ -581,8 +608,10 @@ int cmd_bench(int argc, char** argv) {
         if (items[size_t(b)].error) std::rethrow_exception(items[size_t(b)].error);
         toks[size_t(b)] = argmax(lg.data() + size_t(b) * size_t(V), V);
       }
+      probe_between(g, bw_between);
     }
     const double med = bench::median(pass_s);
+    const double bw_during = during_bw(bw_between);
     const double rate = double(B) / med;
     if (base_rate == 0) base_rate = rate;
     const int64_t ctx_mid = batch_state.n_tokens + gen / 2;
@@ -591,21 +620,24 @@ int cmd_bench(int argc, char** argv) {
     const double runs_per_pass = double(expert_runs) / double(std::max<long long>(1, gen));
     const double bytes = double(tr.weights_of_pass(runs_per_pass)) + double(B) * double(tr.kv());
     const double gbs = bytes / med;
-    batch_runs.push_back({{"batch", B},
-                          {"context_mid", ctx_mid},
-                          {"median_pass_s", med},
-                          {"tokens_per_s", rate},
-                          {"gain_vs_first", rate / base_rate},
-                          {"bytes_per_pass", bytes},
-                          {"routed_experts_per_pass", runs_per_pass},
-                          {"bytes_per_token", bytes / double(B)},
-                          {"achieved_gb_s", gbs / 1e9},
-                          {"ratio_bandwidth", gbs / bw.median}});
+    batch_runs.push_back(
+        {{"batch", B},
+         {"context_mid", ctx_mid},
+         {"median_pass_s", med},
+         {"tokens_per_s", rate},
+         {"gain_vs_first", rate / base_rate},
+         {"bytes_per_pass", bytes},
+         {"routed_experts_per_pass", runs_per_pass},
+         {"bytes_per_token", bytes / double(B)},
+         {"achieved_gb_s", gbs / 1e9},
+         {"ratio_bandwidth", gbs / bw.median},
+         {"bandwidth_between_steps_gb_s", bw_during / 1e9},
+         {"ratio_bandwidth_between_steps", bw_during > 0 ? json(gbs / bw_during) : json(nullptr)}});
     std::snprintf(line, sizeof line,
                   "  %-6lld %9.4f %10.2f   x%-6.2f %9.2f MB/token -> %7.2f GB/s = %5.1f%% of read "
-                  "bandwidth\n",
+                  "bandwidth%s\n",
                   (long long)B, med, rate, rate / base_rate, bytes / double(B) / 1e6, gbs / 1e9,
-                  100.0 * gbs / bw.median);
+                  100.0 * gbs / bw.median, between_note(gbs, bw_during).c_str());
     btable += line;
   }
 

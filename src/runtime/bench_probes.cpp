@@ -358,26 +358,54 @@ Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes) {
 
 Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes, Simd width) {
   if (passes < 1) throw std::runtime_error("bandwidth probe: passes must be >= 1");
+  ReadProbe probe(pool, bytes, width);
+  for (int i = 0; i < passes; ++i) probe.pass();
+  return probe.summary();
+}
+
+ReadProbe::ReadProbe(ThreadPool& pool, size_t bytes, Simd width) : pool_(pool), width_(width) {
   require_width(width, "bandwidth probe");
   const int T = pool.size();
-  const size_t words_per_thread = (bytes / sizeof(uint64_t) / size_t(T)) / kPageWords * kPageWords;
-  if (words_per_thread == 0)
+  words_per_thread_ = (bytes / sizeof(uint64_t) / size_t(T)) / kPageWords * kPageWords;
+  if (words_per_thread_ == 0)
     throw std::runtime_error("bandwidth probe: buffer too small (needs 4 KiB per thread)");
-  const Buffer buf = first_touched_buffer(pool, words_per_thread);
-  const uint64_t* base = buf.get();
+  buf_ = first_touched_buffer(pool, words_per_thread_).release();
+  read_all();  // warmup, not counted
+}
+
+ReadProbe::~ReadProbe() { std::free(buf_); }
+
+// every thread reads its own slice (parallel_for hands range t to thread t every time, so a
+// thread always reads the slice it first-touched)
+void ReadProbe::read_all() {
+  const int T = pool_.size();
   std::vector<uint64_t> sums(size_t(T), 0);
-  auto rates = timed_passes(pool, passes, double(words_per_thread * 8), [&](int t) {
-    sums[size_t(t)] += read_words(width, base + size_t(t) * words_per_thread, words_per_thread);
+  pool_.parallel_for(T, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      sums[size_t(t)] = read_words(width_, buf_ + size_t(t) * words_per_thread_, words_per_thread_);
   });
   uint64_t s = 0;
   for (auto v : sums) s += v;
   g_sink_u64 = s;
+}
+
+double ReadProbe::pass() {
+  const auto t0 = Clock::now();
+  read_all();
+  const double rate = double(words_per_thread_ * 8) * pool_.size() / seconds_since(t0);
+  rates_.push_back(rate);
+  return rate;
+}
+
+Probe ReadProbe::summary() const {
+  if (rates_.empty()) throw std::runtime_error("bandwidth probe: no passes taken");
   char method[240];
   std::snprintf(method, sizeof method,
                 "%d-bit loads + 64-bit adds, 8 accumulators, 512 B per iteration; %.0f MiB "
                 "buffer, %d threads each streaming its own first-touched slice",
-                simd_bits(width), double(words_per_thread * size_t(T) * 8) / 1048576.0, T);
-  return summarize(std::move(rates), T, width, method);
+                simd_bits(width_), double(words_per_thread_ * size_t(pool_.size()) * 8) / 1048576.0,
+                pool_.size());
+  return summarize(rates_, pool_.size(), width_, method);
 }
 
 Probe measure_fma_peak(ThreadPool& pool, int passes, Simd width, int64_t iters) {

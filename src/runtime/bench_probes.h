@@ -54,6 +54,28 @@ double median(std::vector<double> v);
 Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes);
 Probe measure_read_bandwidth(ThreadPool& pool, size_t bytes, int passes, Simd width);
 
+// The read-bandwidth probe's buffer, kept for passes taken between other timings: `cedar bench`
+// reads it between decode steps, so that a decode's ratio is taken against the bandwidth the
+// machine offered while it ran (a shared host's read bandwidth moves by 2x within minutes).
+class ReadProbe {
+ public:
+  ReadProbe(ThreadPool& pool, size_t bytes, Simd width);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+  double pass();  // one timed pass over the buffer (the first is made, untimed, at construction)
+  // the passes taken so far (none: throws)
+  Probe summary() const;
+
+ private:
+  void read_all();
+  ThreadPool& pool_;
+  Simd width_;
+  size_t words_per_thread_ = 0;
+  uint64_t* buf_ = nullptr;
+  std::vector<double> rates_;
+};
+
 // One width; iters: loop iterations per thread per pass (each runs 12 vector FMAs or
 // multiply + add pairs). Throws when the CPU lacks the width.
 constexpr int64_t kFmaProbeIters = 8000000;

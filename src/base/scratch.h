@@ -92,6 +92,11 @@ class Scratch {
     if (n > n_) std::fill(p_ + n_, p_ + n, T{});
     n_ = n;
   }
+  // like resize, but new elements are left unset: for buffers the caller writes in full
+  void resize_for_overwrite(size_t n) {
+    reserve(n);
+    n_ = n;
+  }
   void assign(size_t n, const T& v) {
     n_ = 0;
     reserve(n);

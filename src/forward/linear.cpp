@@ -29,7 +29,8 @@ void prepare_rows(const Ctx& ctx, WeightFormat f, const float* x, int M, int K, 
   out.K = K;
   out.stride = g.act_floats(K);
   out.rows = M;
-  out.data.resize(size_t(std::max(M, 0)) * size_t(out.stride));
+  // (every family's prepare writes whole rows)
+  out.data.resize_for_overwrite(size_t(std::max(M, 0)) * size_t(out.stride));
   if (M <= 0) return;
   ctx.pool.parallel_for(M, [&](int64_t r0, int64_t r1) {
     g.prepare(x + size_t(r0) * K, int(r1 - r0), K, out.data.data() + size_t(r0) * out.stride);
@@ -42,7 +43,7 @@ void gather_rows(const PreparedRows& src, const int* rows, int m, PreparedRows& 
   out.K = src.K;
   out.stride = src.stride;
   out.rows = m;
-  out.data.resize(size_t(m) * size_t(src.stride));
+  out.data.resize_for_overwrite(size_t(m) * size_t(src.stride));
   for (int i = 0; i < m; ++i)
     std::copy_n(src.row(rows[i]), src.stride, out.data.data() + size_t(i) * src.stride);
 }

@@ -157,7 +157,10 @@ struct Fp8WRows {
 };
 template <class V>
 struct Bf16Rows {
-  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = 4, kElemBytes = 2;
+  // (AVX-512: one row at a time -- its unit is two FMAs -- since row-sequential streams read the
+  // head's 2 KiB rows from DRAM almost twice as fast as four interleaved ones on Zen 4; AVX2's
+  // unit is a chain of four FMAs, which four rows' chains hide)
+  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = V::N == 16 ? 1 : 4, kElemBytes = 2;
   static int act_floats(int K) { return K; }
   static int panel_len(int K) { return K; }
   static void unit(const uint8_t* w, const uint8_t*, int K, int n, int u, typename V::F* out) {
@@ -446,10 +449,6 @@ struct Tile {
   static constexpr int R = V::N == 8 && NA == 2 ? 3 : 4;
   static constexpr int MR = V::N == 8 && NA == 2 ? 2 : V::N == 8 || NA == 2 ? 3 : 5;
 };
-
-// Up to this many rows a product runs the decode-step kernel row by row (gemm_cols): measured
-// (gemm_bench gemv_rows2/4, FP8 and FP4) faster than the panel at two rows, slower at four.
-constexpr int kGemvRows = 3;
 
 // Decode-step tiles of kGemvRows weight rows, row by row over the activations. A few rows (a
 // batched decode step's share of a routed expert) take this path too: a tile's weight rows come

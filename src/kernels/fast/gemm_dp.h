@@ -299,8 +299,8 @@ size_t panel_floats(int K, int R) {
 }
 
 template <class F>
-PanelView make_panel(const typename F::Dec& dec, int K, const uint8_t* w, const uint8_t* ws,
-                     int n, int R, float* buf) {
+PanelView make_panel(const typename F::Dec& dec, int K, const uint8_t* w, const uint8_t* ws, int n,
+                     int R, float* buf) {
   using D = typename F::Dec;
   const int nu = units<F>(K);
   if constexpr (!F::kScaled) {
@@ -325,8 +325,7 @@ PanelView make_panel(const typename F::Dec& dec, int K, const uint8_t* w, const 
 
 // MR activation rows x R panel rows; the same operations per output as gemv_dp
 template <class F, int MR, int R>
-inline void tile_unit(const float* act, int lda, const PanelView& pv, int u,
-                      __m512 (&acc)[R][MR]) {
+inline void tile_unit(const float* act, int lda, const PanelView& pv, int u, __m512 (&acc)[R][MR]) {
   using D = typename F::Dec;
   if constexpr (F::kScaled) {
     __m512 t[R][MR];
@@ -340,7 +339,7 @@ inline void tile_unit(const float* act, int lda, const PanelView& pv, int u,
       }
       CEDAR_UNROLL for (int r = 0; r < R; ++r) {
         const __m512i wv = _mm512_loadu_si512(pv.vec(r, u, v, D::kVecs));
-        CEDAR_UNROLL for (int i = 0; i < MR; ++i) t[r][i] = dp(t[r][i], x[i], wv);
+        CEDAR_UNROLL for (int i = 0; i < MR; ++i) t[r][i] = dp(t[r][i], wv, x[i]);
       }
     }
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
@@ -352,7 +351,7 @@ inline void tile_unit(const float* act, int lda, const PanelView& pv, int u,
     CEDAR_UNROLL for (int i = 0; i < MR; ++i) x[i] = load_words(act + size_t(i) * lda, u * 32);
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
       const __m512i wv = _mm512_loadu_si512(pv.vec(r, u, 0, 1));
-      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[r][i] = dp(acc[r][i], x[i], wv);
+      CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[r][i] = dp(acc[r][i], wv, x[i]);
     }
   }
 }
@@ -366,9 +365,7 @@ void tile_dp(const float* act, int lda, int K, const PanelView& pv, float* out, 
       CEDAR_UNROLL for (int i = 0; i < MR; ++i) acc[a][r][i] = _mm512_setzero_ps();
     }
   }
-  auto step = [&](int u, __m512(&a)[R][MR], auto) {
-    tile_unit<F, MR, R>(act, lda, pv, u, a);
-  };
+  auto step = [&](int u, __m512(&a)[R][MR], auto) { tile_unit<F, MR, R>(act, lda, pv, u, a); };
   each_unit<F>(K, step, acc);
   for (int i = 0; i < MR; ++i)
     for (int r = 0; r < R; ++r) {

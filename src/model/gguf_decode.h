@@ -1,0 +1,20 @@
+// Reference decoders of the ggml tensor types a V4.1 GGUF holds (../shared/spec/v41-gguf.md §7):
+// one row of n elements (n a multiple of the type's block) from its stored bytes to fp32, exactly
+// as the format defines each value. Every value of these formats is a product of a few small
+// integers and one or two fp16/E8M0 scales, exact in fp32 (Q6_K's d·sc·q is the one product that
+// can need a rounding: once, to nearest even), so the decoders have no ordering freedom: any
+// correct implementation gives the same floats (docs/NUMERICS.md "GGUF types"). These are the
+// oracle of the fast kernels and of `cedar inspect --tensor`.
+#pragma once
+
+#include <cstdint>
+
+namespace cedar::gguf {
+
+// Whether decode_row handles the type id.
+bool decodable(uint32_t type);
+// src: the row's bytes (n / block_elems blocks); dst: n floats. Throws std::invalid_argument for a
+// type decodable() refuses or a ragged n.
+void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst);
+
+}  // namespace cedar::gguf

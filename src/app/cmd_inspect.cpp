@@ -12,6 +12,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/inspect_gguf.h"
 #include "app/load_model.h"
 #include "base/args.h"
 #include "model/checkpoint.h"
@@ -82,17 +83,21 @@ std::string num(double v) {  // 890 -> "890", 35.5 -> "35.5"
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  Args args("inspect", {{"model", "m", true, "model directory (validates the whole checkpoint)"},
-                        {"config", "c", true, "a config.json alone (no weights)"},
-                        {"json", "", false, "machine-readable output"},
-                        {"kv-tokens", "", true, "also report the cache bytes for N tokens"},
-                        {"plan", "", false,
-                         "print the memory plan of serving the model (exit 1 when it is refused)"},
-                        {"parallel", "", true, "--plan: sequences held at once (default 1)"},
-                        {"ctx", "", true, "--plan: tokens per sequence (default: the model's)"},
-                        {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
-                        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp},
-                        {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp}});
+  Args args(
+      "inspect",
+      {{"model", "m", true, "model directory (validates the whole checkpoint) or a GGUF file"},
+       {"tensor", "", true, "GGUF: write this tensor's decoded values (a release or GGUF name)"},
+       {"out", "o", true, "GGUF --tensor: the .npy file to write"},
+       {"config", "c", true, "a config.json alone (no weights)"},
+       {"json", "", false, "machine-readable output"},
+       {"kv-tokens", "", true, "also report the cache bytes for N tokens"},
+       {"plan", "", false,
+        "print the memory plan of serving the model (exit 1 when it is refused)"},
+       {"parallel", "", true, "--plan: sequences held at once (default 1)"},
+       {"ctx", "", true, "--plan: tokens per sequence (default: the model's)"},
+       {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
+       {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp},
+       {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -100,6 +105,10 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (args.has("model") == args.has("config"))
     throw std::runtime_error("give exactly one of --model DIR or --config FILE");
+  if (args.has("model") && is_gguf_path(args.get("model")))
+    return inspect_gguf(args.get("model"), args.has("json"), args.get("tensor", ""),
+                        args.get("out", ""));
+  if (args.has("tensor")) throw std::runtime_error("--tensor reads a GGUF file (--model F.gguf)");
   if (!args.positional().empty())
     throw std::runtime_error("unexpected argument '" + args.positional()[0] + "'");
   int64_t kv_tokens = -1;

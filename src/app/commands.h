@@ -8,6 +8,7 @@ namespace cedar::app {
 // argv here starts at the subcommand name (argv[0] == "logits", ...).
 int cmd_make_model(int argc, char** argv);
 int cmd_expand_model(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
@@ -20,7 +21,8 @@ int cmd_run(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 // The help text of --kernels, the same in every command that runs the model.
 inline constexpr const char* kKernelsHelp =
-    "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512, avx512bf16; env CEDAR_KERNELS";
+    "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512, avx512bf16; env "
+    "CEDAR_KERNELS";
 // The help text of --mem-budget, the same in run, serve and bench.
 inline constexpr const char* kMemBudgetHelp =
     "RAM for the whole process, e.g. 48G: the plan must fit (refused with its numbers "

@@ -1,0 +1,34 @@
+// A release-layout checkpoint written as a dialect-A GGUF (`cedar convert`): every text-model
+// tensor under its dialect-A name (model/gguf_dialect), the config as dialect-A keys, and the
+// tokenizer keys the caller supplies. `bf16` stores everything losslessly:
+//  * FP8 weights (E4M3 + 32x32 UE8M0 scales) and the Engram table (E4M3 rows + per-32 UE8M0) as
+//    BF16 of their dequantised values -- exact, an E4M3 value times a power of two has at most 4
+//    significant bits (F32 for a tensor whose scales push a value below bf16's range);
+//  * the routed FP4 experts as one merged MXFP4 tensor per layer and projection [in, out,
+//    experts]: ggml's block is the UE8M0 scale byte then element j in the low nibble and j + 16
+//    in the high nibble of byte j, the same codes and values as the release's pairs;
+//  * BF16 and F32 tensors as they are.
+// The DSpark stages and the vision tower are not part of a text GGUF (they are sidecars) and are
+// left out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cedar {
+
+class Checkpoint;
+
+struct GgufTokenizerKeys {
+  std::vector<std::string> tokens;  // id -> token string (the vocabulary's ByteLevel spelling)
+  std::vector<int32_t> types;       // 1 normal, 3 control (added special tokens), 4 user defined
+  std::vector<std::string> merges;  // "a b", rank order
+  std::string hf_json;              // the whole tokenizer.json (tokenizer.huggingface.json)
+  std::vector<int32_t> engram_map;  // token id -> compressed id (empty: the model has no Engram)
+};
+
+// Writes `ck` to `path` (via path.tmp). Throws naming the tensor for anything it cannot store.
+void write_gguf_bf16(const Checkpoint& ck, const GgufTokenizerKeys& tk, const std::string& path);
+
+}  // namespace cedar

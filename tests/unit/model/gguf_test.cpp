@@ -115,7 +115,8 @@ TEST(Gguf, WriterOutputParsesBack) {
 
 TEST(Gguf, TypedReadsWidenAndRefuse) {
   TmpDir d;
-  const Header h = parse(sample(d));
+  const auto b = sample(d);  // (the header views its bytes: they must outlive it)
+  const Header h = parse(b);
   EXPECT_THROW(gguf::get_uint(h, "neg", "f"), std::runtime_error);     // negative
   EXPECT_THROW(gguf::get_int(h, "big", "f"), std::runtime_error);      // past INT64_MAX
   EXPECT_THROW(gguf::get_uint(h, "tokens", "f"), std::runtime_error);  // an array

@@ -5,7 +5,7 @@
 // fp32 sums -- as the FMA tables do -- at twice the multiply-adds per instruction.
 //
 // Each decoder writes a unit as vectors of 32 words in the order its cheapest instructions
-// give; kElement says which element of the unit a word holds, and prepare() stores the
+// give; element(slot) says which element of the unit a word holds, and prepare() stores the
 // activation rows in the same order. A vector's dword lane l (the word pair VDPBF16PS adds)
 // always belongs to one 32-element block, so one scale vector per unit multiplies whole blocks:
 // FP8 lanes 0-7 block 0, 8-15 block 1; FP4 lanes 4j..4j+3 block j.

@@ -2,13 +2,12 @@
 // as a dialect-A GGUF (model/gguf_convert.h; ../shared/spec/v41-gguf.md §3), with the tokenizer
 // keys from DIR/tokenizer.json and the Engram token map cedar builds from it. `bf16` is lossless.
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "app/commands.h"
+#include "app/read_file.h"
 #include "base/args.h"
 #include "base/json_limits.h"
 #include "model/checkpoint.h"
@@ -20,18 +19,10 @@ namespace cedar::app {
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot open");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // tokens (id -> string), token types and merges from a tokenizer.json
 GgufTokenizerKeys tokenizer_keys(const std::string& path, int64_t vocab) {
   GgufTokenizerKeys k;
-  k.hf_json = slurp(path);
+  k.hf_json = read_file(path, "tokenizer");
   std::string error;
   const nlohmann::ordered_json j = parse_untrusted_json(k.hf_json, &error);
   if (!error.empty()) throw std::runtime_error(path + ": " + error);
@@ -77,7 +68,8 @@ int cmd_convert(int argc, char** argv) {
   const std::string tok_path = from + "/tokenizer.json";
   GgufTokenizerKeys keys = tokenizer_keys(tok_path, ck->config().vocab_size);
   if (!ck->config().engram_layer_ids.empty())
-    keys.engram_map = text::build_engram_token_map(text::Tokenizer::load(tok_path)).map;
+    keys.engram_map =
+        text::build_engram_token_map(text::Tokenizer::from_json_text(keys.hf_json, tok_path)).map;
   write_gguf_bf16(*ck, keys, to);
   std::printf("wrote %s (dialect A, %s) from %s\n", to.c_str(), type.c_str(), from.c_str());
   return 0;

@@ -310,7 +310,8 @@ uint64_t get_uint(const Header& h, std::string_view key, const std::string& labe
   const Value& v = must_find(h, key, label);
   if (!is_integer(v.type)) wrong_type(key, v, "an integer", label);
   if (v.type == ValueType::kU64) return load<uint64_t>(v.raw);
-  const int64_t x = get_int(h, key, label);
+  bool big = false;  // (only a U64 can be)
+  const int64_t x = int_at(v.type, v.raw, &big);
   if (x < 0) fail(label, "key '" + std::string(key) + "': negative value " + std::to_string(x));
   return uint64_t(x);
 }

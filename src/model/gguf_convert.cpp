@@ -20,11 +20,6 @@ std::vector<uint64_t> ggml_shape(const std::vector<int64_t>& shape) {
   return std::vector<uint64_t>(shape.rbegin(), shape.rend());
 }
 
-bool ends_with(const std::string& s, const char* suf) {
-  const size_t n = std::strlen(suf);
-  return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
-}
-
 // An FP8 weight [out, in] with its UE8M0 scales, either per 32x32 block ([ceil(out/32), in/32])
 // or per row and 32 columns (the Engram table: [out, in/32]): value (r, c) as fp32 (exact).
 struct Fp8Weight {
@@ -109,7 +104,7 @@ void write_gguf_bf16(const Checkpoint& ck, const GgufTokenizerKeys& tk, const st
   for (const ExpectedTensor& t : expected_tensors(cfg)) {
     int expert = -1;
     const std::string name = gguf::gguf_tensor_name(t.name, &expert);
-    if (name.empty() || ends_with(t.name, ".scale")) continue;  // sidecars; scales go with weights
+    if (name.empty() || t.name.ends_with(".scale")) continue;  // sidecars; scales go with weights
     std::smatch m;
     if (std::regex_match(t.name, m, expert_re)) {
       if (m[2].str() != "0") continue;  // the merged tensor is written with expert 0

@@ -87,10 +87,8 @@ constexpr NamePair kLayer[] = {
 // "attn.wq_a.weight" / "attn.wq_a.scale" -> "attn.wq_a" (a weight and its block scales are one
 // GGUF tensor); names without such a suffix stay as they are
 std::string strip_weight_or_scale(const std::string& s) {
-  for (const char* suf : {".weight", ".scale"}) {
-    const size_t n = std::char_traits<char>::length(suf);
-    if (s.size() > n && s.compare(s.size() - n, n, suf) == 0) return s.substr(0, s.size() - n);
-  }
+  for (const std::string_view suf : {".weight", ".scale"})
+    if (s.size() > suf.size() && s.ends_with(suf)) return s.substr(0, s.size() - suf.size());
   return s;
 }
 
@@ -132,9 +130,7 @@ DialectInfo detect_dialect(const Header& h) {
   if (h.find(k("engram.head_bucket_sizes")) || has_tensor_like(h, ".engram_embd_scale.")) {
     return {Dialect::kC, "C (tarruda)", "engram.head_bucket_sizes / engram_embd_scale tensors"};
   }
-  bool engram_table = false;
-  for (const TensorInfo& t : h.tensors)
-    if (t.name.find(".engram_embd.weight") != std::string_view::npos) engram_table = true;
+  const bool engram_table = has_tensor_like(h, ".engram_embd.weight");
   const bool no_engram = !has_engram && !h.find(k("engram.layer_ids"));
   if (engram_table || no_engram) {
     std::vector<std::string> missing;

@@ -46,7 +46,7 @@ inline __m512 ue8m0_lanes(__m512i codes, __m512i rot) {
 // E4M3 codes -> bf16 words, through two 128-entry byte tables (high and low byte of each
 // magnitude's bf16; VPERMI2B ignores the sign bit) and the sign put back into the high byte.
 struct Fp8Dec {
-  static constexpr int kUnit = 64, kVecs = 2, kBlocks = 2, kBytes = 64;
+  static constexpr int kUnit = 64, kVecs = 2, kBytes = 64;
   __m512i h0, h1, l0, l1;
   Fp8Dec() {
     alignas(64) uint8_t hi[128], lo[128];
@@ -104,7 +104,7 @@ struct Fp8Dec {
 // other three nibbles down. Four lookups and three shifts per 128 elements (an unpack-based
 // decode needed eight byte shuffles, the bottleneck of the FP4 decode step).
 struct Fp4Dec {
-  static constexpr int kUnit = 128, kVecs = 4, kBlocks = 4, kBytes = 64;
+  static constexpr int kUnit = 128, kVecs = 4, kBytes = 64;
   __m512i table;
   Fp4Dec() {
     static constexpr uint16_t kBf16[16] = {0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040,
@@ -150,7 +150,7 @@ struct Fp4Dec {
 
 // bf16 weights are their own words.
 struct Bf16Dec {
-  static constexpr int kUnit = 32, kVecs = 1, kBlocks = 1, kBytes = 64;
+  static constexpr int kUnit = 32, kVecs = 1, kBytes = 64;
   static int element(int slot) { return slot; }
   void decode(const uint8_t* p, __m512i* w) const { w[0] = _mm512_loadu_si512(p); }
   void decode_tail(const uint8_t* p, int, __m512i* w) const { decode(p, w); }  // never short

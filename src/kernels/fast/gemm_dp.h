@@ -109,7 +109,6 @@ struct DpBf16 {
   static constexpr bool kScaled = false;
   static constexpr int kPrefetch = 0, kGemvRows = 3;
   static size_t row_bytes(int K) { return size_t(K) * 2; }
-  static __m512 scales(const uint8_t*, int, int, int) { return _mm512_setzero_ps(); }
   struct RowScales {
     RowScales(const uint8_t*, int) {}
     void row(int) {}
@@ -220,7 +219,8 @@ template <class F>
 constexpr int kAccsDp = F::kScaled ? 1 : 2;
 
 // The units of a row of width K through step(u, accumulator set, whole unit?), alternating the
-// sets when there are two; the last unit may be short.
+// sets when there are two; the last unit may be short (FP8/FP4 only: a bf16 row is whole units,
+// linear() sends K % 32 != 0 to the reference family).
 template <class F, class Step, class A>
 inline void each_unit(int K, Step&& step, A* acc) {
   const int whole = int(F::row_bytes(K) / F::Dec::kBytes), nu = units<F>(K);
@@ -230,17 +230,9 @@ inline void each_unit(int K, Step&& step, A* acc) {
       step(u, acc[0], std::true_type{});
       step(u + 1, acc[1], std::true_type{});
     }
-    if (u < whole) step(u++, acc[0], std::true_type{});  // (u odd after this one)
-    if (u < nu) {
-      if (u % 2)
-        step(u, acc[1], std::false_type{});
-      else
-        step(u, acc[0], std::false_type{});
-    }
-  } else {
-    for (; u < whole; ++u) step(u, acc[0], std::true_type{});
-    if (u < nu) step(u, acc[0], std::false_type{});
   }
+  for (; u < whole; ++u) step(u, acc[0], std::true_type{});  // (two sets: at most one left)
+  if (u < nu) step(u, acc[0], std::false_type{});
 }
 
 // M (1..kGemvRows) activation rows against weight rows [n0, n1), one row at a time.
@@ -431,23 +423,18 @@ void gemm_dp(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws
   }
 }
 
-template <class F>
-int dp_act_floats_fn(int K) {
-  return dp_act_floats<F>(K);
-}
-
 GemmKernels fp8_family_dp() {
-  return {dp_act_floats_fn<DpFp8>, prepare_dp<DpFp8, true>, gemm_dp<DpFp8, true>, 4};
+  return {dp_act_floats<DpFp8>, prepare_dp<DpFp8, true>, gemm_dp<DpFp8, true>, 4};
 }
 GemmKernels fp4_family_dp() {
-  return {dp_act_floats_fn<DpFp4>, prepare_dp<DpFp4, true>, gemm_dp<DpFp4, true>, 4};
+  return {dp_act_floats<DpFp4>, prepare_dp<DpFp4, true>, gemm_dp<DpFp4, true>, 4};
 }
 GemmKernels bf16_family_dp() {
-  return {dp_act_floats_fn<DpBf16>, prepare_dp<DpBf16, false>, gemm_dp<DpBf16, false>, 4};
+  return {dp_act_floats<DpBf16>, prepare_dp<DpBf16, false>, gemm_dp<DpBf16, false>, 4};
 }
 // FP8 storage, plain bf16 activations (no act_quant), fp32 out
 GemmKernels fp8w_family_dp() {
-  return {dp_act_floats_fn<DpFp8>, prepare_dp<DpFp8, false>, gemm_dp<DpFp8, false>, 4};
+  return {dp_act_floats<DpFp8>, prepare_dp<DpFp8, false>, gemm_dp<DpFp8, false>, 4};
 }
 
 }  // namespace

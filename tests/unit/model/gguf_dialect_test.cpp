@@ -127,7 +127,7 @@ TEST(GgufDialect, EveryReleaseTensorOfTheTextModelHasADialectAName) {
       continue;
     }
     ASSERT_NE(g, "") << t.name;
-    const bool scale = t.name.size() > 6 && t.name.compare(t.name.size() - 6, 6, ".scale") == 0;
+    const bool scale = t.name.ends_with(".scale");
     if (t.name.find(".experts.") != std::string::npos) {
       EXPECT_GE(e, 0) << t.name;
     } else {

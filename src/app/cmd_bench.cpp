@@ -238,7 +238,7 @@ void print_machine(const Machine& m, long long passes, int threads) {
 int cmd_bench(int argc, char** argv) {
   Args args(
       "bench",
-      {{"model", "m", true, "model directory (required; e.g. from make-model --preset small)"},
+      {{"model", "m", true, "model directory or GGUF file (required; e.g. from make-model --preset small)"},
        {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
        {"gen", "", true, "decode steps timed after each prompt (default 32)"},
        {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},

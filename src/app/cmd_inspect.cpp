@@ -17,6 +17,7 @@
 #include "base/args.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/gguf.h"
 #include "model/param_count.h"
 #include "runtime/memory_plan.h"
 #include "state/sequence_state.h"
@@ -105,7 +106,7 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (args.has("model") == args.has("config"))
     throw std::runtime_error("give exactly one of --model DIR or --config FILE");
-  if (args.has("model") && is_gguf_path(args.get("model")))
+  if (args.has("model") && gguf::is_gguf_file(args.get("model")))
     return inspect_gguf(args.get("model"), args.has("json"), args.get("tensor", ""),
                         args.get("out", ""));
   if (args.has("tensor")) throw std::runtime_error("--tensor reads a GGUF file (--model F.gguf)");

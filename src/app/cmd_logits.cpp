@@ -30,9 +30,8 @@
 #include "forward/vision_tower.h"
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
+#include "runtime/model_tokenizer.h"
 #include "runtime/prompt_images.h"
-#include "text/engram_token_map.h"
-#include "text/tokenizer.h"
 
 namespace cedar::app {
 
@@ -65,7 +64,7 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& what)
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  Args args("logits", {{"model", "m", true, "model directory (required)"},
+  Args args("logits", {{"model", "m", true, "model directory or GGUF file (required)"},
                        {"ids", "", true, "comma-separated token ids"},
                        {"ids-file", "", true, "file of comma/whitespace-separated token ids"},
                        {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
@@ -119,8 +118,6 @@ int cmd_logits(int argc, char** argv) {
   const long long threads = args.get_int("threads", 0);
   if (threads < 0) throw std::runtime_error("--threads must be >= 0");
 
-  if (!std::filesystem::is_directory(dir))
-    throw std::runtime_error("--model " + dir + ": no such directory");
   auto ckpt = Checkpoint::open(dir);
   const ModelConfig& cfg = ckpt->config();
   for (int32_t id : ids)
@@ -129,13 +126,8 @@ int cmd_logits(int argc, char** argv) {
                                " is outside the vocabulary (vocab_size " +
                                std::to_string(cfg.vocab_size) + ")");
   std::vector<int32_t> token_map;
-  if (!cfg.engram_layer_ids.empty()) {
-    const std::string tok_path = dir + "/tokenizer.json";
-    if (!std::filesystem::exists(tok_path))
-      throw std::runtime_error(tok_path + ": missing (needed for the Engram token map)");
-    const text::Tokenizer tok = text::Tokenizer::load(tok_path);
-    token_map = text::build_engram_token_map(tok).map;
-  }
+  if (!cfg.engram_layer_ids.empty())
+    token_map = runtime::engram_token_map(*ckpt, runtime::load_tokenizer(*ckpt));
   ThreadPool pool(static_cast<int>(threads));
   Transformer model(*ckpt, kernels, pool, std::move(token_map));
   std::unique_ptr<ExpertCache> experts;

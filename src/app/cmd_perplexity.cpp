@@ -79,7 +79,7 @@ Window score_window(runtime::Engine& engine, const std::vector<int32_t>& ids, in
 
 int cmd_perplexity(int argc, char** argv) {
   Args args("perplexity",
-            {{"model", "m", true, "model directory (default: the embedded default model)"},
+            {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
              {"file", "f", true, "UTF-8 text file to score (required)"},
              {"ctx", "c", true, "tokens per window (default 512)"},
              {"chunks", "", true, "score at most this many windows (default: all)"},

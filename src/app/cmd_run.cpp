@@ -197,7 +197,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   for (const auto& s : stops)
     if (s.empty()) throw UsageError("option --stop: the stop string must not be empty");
 
-  Args args("run", {{"model", "m", true, "model directory (default: the embedded default model)"},
+  Args args("run", {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
                     {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
                     {"file", "f", true, "one-shot prompt read from a file"},
                     {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},

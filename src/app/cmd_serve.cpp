@@ -78,7 +78,7 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
 int cmd_serve(int argc, char** argv) {
   Args args(
       "serve",
-      {{"model", "m", true, "model directory (default: the embedded default model)"},
+      {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
        {"host", "", true, "address to listen on (default 127.0.0.1)"},
        {"port", "", true, "port (default 8080; 0: any free port, printed on start)"},
        {"api-key", "", true,

@@ -8,60 +8,19 @@
 #include <stdexcept>
 #include <vector>
 
-#include "base/mapped_file.h"
 #include "base/npy.h"
+#include "model/checkpoint.h"
 #include "model/gguf.h"
 #include "model/gguf_decode.h"
 #include "model/gguf_dialect.h"
+#include "model/gguf_files.h"
 
 namespace cedar::app {
 
-namespace {
-
-// One tensor's values (an expert's slice when expert >= 0), fp32, the release shape.
-std::vector<float> decode_tensor(const gguf::Header& h, const uint8_t* file,
-                                 const gguf::TensorInfo& t, int expert,
-                                 std::vector<int64_t>* shape) {
-  const gguf::TypeInfo* ti = gguf::type_info(t.type);
-  if (!gguf::decodable(t.type))
-    throw std::runtime_error("tensor '" + std::string(t.name) + "' is " + ti->name +
-                             ", which cedar does not decode yet");
-  uint64_t rows = t.ne[1] * t.ne[2] * t.ne[3];
-  const uint64_t row_bytes = t.ne[0] / uint64_t(ti->block_elems) * uint64_t(ti->block_bytes);
-  const uint8_t* src = file + h.data_start + t.offset;
-  if (expert >= 0) {
-    if (t.n_dims != 3 || uint64_t(expert) >= t.ne[2])
-      throw std::runtime_error("tensor '" + std::string(t.name) + "' has no expert " +
-                               std::to_string(expert));
-    rows = t.ne[1];
-    src += uint64_t(expert) * rows * row_bytes;
-    *shape = {int64_t(t.ne[1]), int64_t(t.ne[0])};
-  } else {
-    shape->clear();
-    for (int d = t.n_dims - 1; d >= 0; --d) shape->push_back(int64_t(t.ne[d]));
-  }
-  std::vector<float> v(size_t(rows * t.ne[0]));
-  for (uint64_t r = 0; r < rows; ++r)
-    gguf::decode_row(t.type, src + r * row_bytes, int64_t(t.ne[0]), v.data() + r * t.ne[0]);
-  return v;
-}
-
-}  // namespace
-
-bool is_gguf_path(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) return false;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[4] = {};
-  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
-  std::fclose(f);
-  return ok;
-}
-
 int inspect_gguf(const std::string& path, bool as_json, const std::string& tensor,
                  const std::string& out) {
-  const auto file = MappedFile::open(path);
-  const gguf::Header h = gguf::parse_header(file->data(), file->size(), path);
+  const gguf::Files files = gguf::open_files(path);
+  const gguf::Header& h = files.merged;
   if (!tensor.empty()) {
     if (out.empty()) throw std::runtime_error("--tensor needs --out F.npy");
     int expert = -1;
@@ -70,7 +29,8 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
     const gguf::TensorInfo* t = h.tensor(name);
     if (!t) throw std::runtime_error(path + ": no tensor '" + name + "'");
     std::vector<int64_t> shape;
-    const std::vector<float> v = decode_tensor(h, file->data(), *t, expert, &shape);
+    const std::vector<float> v =
+        gguf::decode_tensor(files.header(*t), files.file(*t), *t, expert, &shape);
     write_npy_f32(out, v.data(), shape);
     std::printf("wrote %s: %s%s, %s\n", out.c_str(), name.c_str(),
                 expert >= 0 ? (" expert " + std::to_string(expert)).c_str() : "",
@@ -86,8 +46,10 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
   }
   std::string config_error;
   ModelConfig cfg;
+  Checkpoint::LoadStats load;
   try {
     cfg = gguf::config_from_gguf(h, path);
+    load = Checkpoint::open(path)->load_stats();  // every tensor placed and validated
   } catch (const std::exception& e) {
     config_error = e.what();
   }
@@ -97,18 +59,25 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
                                 {"dialect_detail", d.detail},
                                 {"alignment", h.alignment},
                                 {"keys", h.kv.size()},
-                                {"tensors", h.tensors.size()}};
+                                {"tensors", h.tensors.size()},
+                                {"shards", files.files.size()}};
     for (const auto& [type, c] : census)
       j["census"][type] = {{"tensors", c.first}, {"bytes", c.second}};
-    if (config_error.empty())
+    if (config_error.empty()) {
       j["config"] = cfg.to_json();
-    else
+      j["load"] = {{"in_place", load.in_place},
+                   {"reencoded", load.reencoded},
+                   {"reencoded_bytes", load.reencoded_bytes},
+                   {"inexact_values", load.inexact_values}};
+    } else
       j["config_error"] = config_error;
     std::printf("%s\n", j.dump(2).c_str());
     return config_error.empty() ? 0 : 1;
   }
-  std::printf("%s: GGUF v%u, %zu keys, %zu tensors, alignment %llu\n", path.c_str(), h.version,
+  std::printf("%s: GGUF v%u, %zu keys, %zu tensors, alignment %llu", path.c_str(), h.version,
               h.kv.size(), h.tensors.size(), (unsigned long long)h.alignment);
+  if (files.files.size() > 1) std::printf(", %zu shards", files.files.size());
+  std::printf("\n");
   std::printf("dialect: %s (%s)\n", d.name.empty() ? "unknown" : d.name.c_str(), d.detail.c_str());
   std::printf("tensor types:\n");
   for (const auto& [type, c] : census)
@@ -121,6 +90,13 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
       "model: %d layers, hidden %d, %d heads x %d, %d of %d routed experts, vocabulary %lld\n",
       cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim,
       cfg.num_experts_per_tok, cfg.n_routed_experts, (long long)cfg.vocab_size);
+  std::printf(
+      "load: %lld tensors in place, %lld re-encoded into the release formats (%.3f MB), "
+      "%lld values not exactly representable (%s)\n",
+      (long long)load.in_place, (long long)load.reencoded, double(load.reencoded_bytes) / 1e6,
+      (long long)load.inexact_values,
+      load.inexact_values ? "rounded as the release's quantizers round"
+                          : "none: every value kept exactly");
   return 0;
 }
 

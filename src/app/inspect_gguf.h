@@ -8,7 +8,6 @@
 
 namespace cedar::app {
 
-bool is_gguf_path(const std::string& path);
 // Returns the exit code.
 int inspect_gguf(const std::string& path, bool as_json, const std::string& tensor,
                  const std::string& out);

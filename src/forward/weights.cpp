@@ -14,12 +14,6 @@ namespace cedar {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 const TensorView& need(const Checkpoint& ck, const std::string& name, DType dt,
                        const std::vector<int64_t>& shape) {
   const TensorView& t = ck.get(name);

@@ -1,14 +1,19 @@
-// Checkpoint::open: config.json (validated), tokenizer.json present, the safetensors shards mapped,
-// and the tensor inventory compared name by name with expected_tensors(cfg) (spec §13). Nothing
-// is loaded that is not exactly the V4.1 layout: the errors name the tensor and what differs.
+// Checkpoint::open of a directory: config.json (validated), tokenizer.json present, the safetensors
+// shards mapped; then, for either source, the tensor inventory compared name by name with
+// expected_tensors(cfg) (spec §13). Nothing is loaded that is not exactly the V4.1 layout: the
+// errors name the tensor and what differs.
 #include "model/checkpoint.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <stdexcept>
 
 #include "base/mapped_file.h"
+#include "model/gguf.h"
 #include "model/safetensors.h"
 
 namespace cedar {
@@ -16,12 +21,6 @@ namespace cedar {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -59,6 +58,24 @@ std::string tensor_mismatch(const ExpectedTensor& want, const TensorView& got,
 
 Checkpoint::~Checkpoint() = default;
 
+void Checkpoint::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+
+uint8_t* Checkpoint::allocate(size_t n) {
+  const size_t rounded = (std::max<size_t>(n, 1) + 63) / 64 * 64;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  if (!p) throw std::runtime_error(path_ + ": cannot allocate " + std::to_string(n) + " bytes");
+  owned_.emplace_back(p);
+  return p;
+}
+
+std::string Checkpoint::tokenizer_json() const {
+  if (format_ == Format::kGguf) return tokenizer_json_;
+  const fs::path p = fs::path(path_) / "tokenizer.json";
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error(p.string() + ": cannot read (the model's tokenizer)");
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
 size_t Checkpoint::mapped_bytes() const {
   size_t n = 0;
   for (const auto& f : files_) n += f->size();
@@ -91,14 +108,20 @@ bool Checkpoint::has(const std::string& name) const { return tensors_.count(name
 const TensorView& Checkpoint::get(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
-    throw std::runtime_error(dir_ + ": tensor '" + name + "' is not in the checkpoint");
+    throw std::runtime_error(path_ + ": tensor '" + name + "' is not in the checkpoint");
   return it->second;
 }
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
+  if (fs::is_directory(path)) return open_directory(path);
+  if (gguf::is_gguf_file(path)) return open_gguf(path);
+  if (!fs::exists(path)) throw std::runtime_error(path + ": no such model directory or file");
+  throw std::runtime_error(path + ": not a model directory or a GGUF file");
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::open_directory(const std::string& dir) {
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
-  ck->dir_ = dir;
-  if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": not a model directory");
+  ck->path_ = dir;
   const fs::path d(dir);
 
   const fs::path cfg_path = d / "config.json";
@@ -158,15 +181,20 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
       throw std::runtime_error((d / file).string() + ": tensor '" + name +
                                "' is listed in model.safetensors.index.json but not in the shard");
 
+  ck->validate();
+  return ck;
+}
+
+void Checkpoint::validate() const {
   // Compare with the inventory the config implies. Collect every problem (a corrupt checkpoint
   // often has several) and report the first few, each naming its tensor.
-  const std::vector<ExpectedTensor> expected = expected_tensors(ck->config_);
+  const std::vector<ExpectedTensor> expected = expected_tensors(config_);
   std::map<std::string, const ExpectedTensor*> by_name;
   for (const auto& e : expected) by_name[e.name] = &e;
   std::vector<std::string> problems;
   for (const auto& e : expected) {
-    auto it = ck->tensors_.find(e.name);
-    if (it == ck->tensors_.end()) {
+    auto it = tensors_.find(e.name);
+    if (it == tensors_.end()) {
       problems.push_back("tensor '" + e.name + "' is missing (expected " + dtype_name(e.dtype) +
                          " " + shape_str(e.shape) + ")");
       continue;
@@ -174,20 +202,21 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
     std::string m = tensor_mismatch(e, it->second, by_name);
     if (!m.empty()) problems.push_back(m);
   }
-  for (const auto& [name, v] : ck->tensors_)
+  for (const auto& [name, v] : tensors_)
     if (!by_name.count(name))
       problems.push_back("tensor '" + name + "' (" + dtype_name(v.dtype) + " " +
                          shape_str(v.shape) +
                          ") is not part of the V4.1 inventory for this config (extra tensor)");
   if (!problems.empty()) {
-    std::string msg = dir + ": checkpoint does not match config.json: " + problems[0];
+    std::string msg = path_ + ": checkpoint does not match " +
+                      (format_ == Format::kGguf ? "its metadata" : "config.json") + ": " +
+                      problems[0];
     const size_t shown = std::min<size_t>(problems.size(), 8);
     for (size_t i = 1; i < shown; ++i) msg += "\n  " + problems[i];
     if (problems.size() > shown)
       msg += "\n  ... and " + std::to_string(problems.size() - shown) + " more problems";
     throw std::runtime_error(msg);
   }
-  return ck;
 }
 
 }  // namespace cedar

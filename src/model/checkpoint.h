@@ -1,10 +1,15 @@
-// Checkpoint: a model directory laid out like the Hugging Face release (config.json,
-// model.safetensors.index.json + shards, or one model.safetensors), memory-mapped. open()
-// validates the whole tensor inventory against the config (names, dtypes, shapes, scale
-// layouts, no missing and no extra tensors) and throws std::runtime_error naming the
-// offending tensor or key.
+// Checkpoint: the weights of one model in the release layout, from one of two sources:
+//   * a model directory laid out like the Hugging Face release (config.json,
+//     model.safetensors.index.json + shards, or one model.safetensors), memory-mapped;
+//   * a GGUF file of dialect A (model/gguf_source.cpp): the config from its keys, tensors stored
+//     as the release stores them viewed in place, the others re-encoded into the release's
+//     formats at load (an FP8-role tensor stored as BF16 becomes E4M3 + UE8M0 32x32 again).
+// Either way open() validates the whole tensor inventory against the config (names, dtypes,
+// shapes, scale layouts, no missing and no extra tensors) and throws std::runtime_error naming
+// the offending tensor or key, so everything after it sees one layout.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,20 +26,39 @@ class MappedFile;  // base/mapped_file.h
 
 class Checkpoint {
  public:
-  static std::unique_ptr<Checkpoint> open(const std::string& dir);
+  // A directory or a GGUF file (sniffed by its magic).
+  static std::unique_ptr<Checkpoint> open(const std::string& path);
   ~Checkpoint();
 
+  enum class Format { kSafetensors, kGguf };
+  Format format() const { return format_; }
   const ModelConfig& config() const { return config_; }
-  const std::string& dir() const { return dir_; }
+  const std::string& path() const { return path_; }
+  // The Hugging Face tokenizer.json text: the directory's file, or a GGUF file's
+  // tokenizer.huggingface.json key or, without it, the tokenizer rebuilt from its tokenizer.ggml.*
+  // keys (model/gguf_tokenizer.h). Throws naming the file when it cannot be read.
+  std::string tokenizer_json() const;
+  // A GGUF file's Engram token map (deepseek41.engram.token_map), which the engine checks against
+  // the map it derives from the tokenizer; empty for a directory.
+  const std::vector<int32_t>& engram_token_map() const { return engram_token_map_; }
+  // How the source's tensors became the release layout: in place, or re-encoded at load (and how
+  // many of the re-encoded values the release formats could not hold exactly: 0 for a lossless
+  // file).
+  struct LoadStats {
+    int64_t in_place = 0, reencoded = 0, inexact_values = 0;
+    size_t reencoded_bytes = 0;
+  };
+  const LoadStats& load_stats() const { return stats_; }
 
   bool has(const std::string& name) const;
   // Throws naming the tensor when absent.
   const TensorView& get(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
-  // Bytes of all mapped shards.
+  // Bytes of all mapped shards (a GGUF file: the file).
   size_t mapped_bytes() const;
   // Where the n bytes at p (inside one mapped shard) live on disk: that shard's path and the
-  // byte offset. Empty when p is not inside a mapping (a tensor the weights copied).
+  // byte offset. Empty when p is not inside a mapping (a tensor the weights copied, or one a GGUF
+  // source re-encoded).
   struct Location {
     std::string path;
     size_t offset = 0;
@@ -46,10 +70,25 @@ class Checkpoint {
 
  private:
   Checkpoint() = default;
-  std::string dir_;
+  static std::unique_ptr<Checkpoint> open_directory(const std::string& dir);
+  static std::unique_ptr<Checkpoint> open_gguf(const std::string& path);  // gguf_source.cpp
+  // The inventory check both sources end with.
+  void validate() const;
+  // n bytes, 64-byte aligned, owned by the checkpoint (tensors a GGUF source re-encodes).
+  uint8_t* allocate(size_t n);
+
+  Format format_ = Format::kSafetensors;
+  std::string path_;
   ModelConfig config_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorView> tensors_;
+  struct FreeAligned {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeAligned>> owned_;
+  std::string tokenizer_json_;  // GGUF: read at open
+  std::vector<int32_t> engram_token_map_;
+  LoadStats stats_;
 };
 
 // The full expected inventory for a config: name -> (dtype, shape). Used by open() to validate,

@@ -1,7 +1,9 @@
 #include "model/gguf.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <stdexcept>
 
@@ -395,6 +397,16 @@ const std::vector<std::string_view>& get_string_array(const Header& h, std::stri
   if (v.type != ValueType::kArray || v.elem != ValueType::kString)
     wrong_type(key, v, "an array of strings", label);
   return v.strs;
+}
+
+bool is_gguf_file(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) return false;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[4] = {};
+  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
+  std::fclose(f);
+  return ok;
 }
 
 }  // namespace cedar::gguf

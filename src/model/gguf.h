@@ -58,8 +58,9 @@ struct TensorInfo {
   int n_dims = 0;
   uint64_t ne[4] = {1, 1, 1, 1};  // ggml order: ne[0] varies fastest (the quantised dimension)
   uint32_t type = 0;
-  uint64_t offset = 0;  // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section (of the shard that holds it)
   uint64_t bytes = 0;
+  int shard = 0;  // a split model's file that holds it (gguf_files.h), 0-based
   uint64_t elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
 };
 
@@ -79,6 +80,9 @@ struct Header {
 constexpr uint64_t kMaxString = uint64_t(1) << 30;
 constexpr uint64_t kMaxArray = uint64_t(1) << 32;
 constexpr size_t kMaxTensorName = 64;
+
+// Whether `path` is a regular file that starts with the GGUF magic.
+bool is_gguf_file(const std::string& path);
 
 // Parses and validates the header of a GGUF file held in memory (`size` bytes: the whole file, so
 // that the tensor data is checked against it). `label` (the path) starts every error. The views in

@@ -2,12 +2,15 @@
 
 #include <bit>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <stdexcept>
 
+#include "base/json_limits.h"
 #include "model/checkpoint.h"
 #include "model/gguf.h"
 #include "model/gguf_dialect.h"
+#include "model/gguf_encode.h"
 #include "model/gguf_writer.h"
 #include "numerics/fp8.h"
 
@@ -36,6 +39,10 @@ struct Fp8Weight {
       for (int64_t c = 0; c < w.dim(1); ++c)
         if (std::bit_cast<uint32_t>(at(r, c)) & 0xffffu) return false;
     return true;
+  }
+  // row r's values (in floats)
+  void row(int64_t r, float* dst) const {
+    for (int64_t c = 0; c < w.dim(1); ++c) dst[c] = at(r, c);
   }
   void fill(bool bf16, uint8_t* dst) const {
     for (int64_t r = 0, i = 0; r < w.dim(0); ++r)
@@ -77,20 +84,57 @@ void fill_mxfp4(const Checkpoint& ck, const std::string& prefix, const std::stri
 
 }  // namespace
 
-void write_gguf_bf16(const Checkpoint& ck, const GgufTokenizerKeys& tk, const std::string& path) {
+// tokens (id -> string), token types and merges from a tokenizer.json
+GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
+                                 const std::string& label) {
+  GgufTokenizerKeys k;
+  k.hf_json = json_text;
+  std::string error;
+  const nlohmann::ordered_json j = parse_untrusted_json(k.hf_json, &error);
+  if (!error.empty()) throw std::runtime_error(label + ": tokenizer.json: " + error);
+  k.tokens.assign(size_t(vocab), "");
+  k.types.assign(size_t(vocab), 1);
+  for (const auto& [tok, id] : j.at("model").at("vocab").items()) {
+    const int64_t i = id.get<int64_t>();
+    if (i >= 0 && i < vocab) k.tokens[size_t(i)] = tok;
+  }
+  for (const auto& a : j.at("added_tokens")) {
+    const int64_t i = a.at("id").get<int64_t>();
+    if (i < 0 || i >= vocab) continue;
+    k.tokens[size_t(i)] = a.at("content").get<std::string>();
+    k.types[size_t(i)] = a.value("special", false) ? 3 : 4;  // control / user defined
+  }
+  for (const auto& m : j.at("model").at("merges"))
+    k.merges.push_back(m.is_string()
+                           ? m.get<std::string>()
+                           : m.at(0).get<std::string>() + " " + m.at(1).get<std::string>());
+  for (size_t i = 0; i < k.tokens.size(); ++i)
+    if (k.tokens[i].empty())
+      throw std::runtime_error(label + ": tokenizer.json: token id " + std::to_string(i) +
+                               " has no string");
+  return k;
+}
+
+std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
+                                    const std::string& path, const GgufWriteOptions& opt) {
+  const bool q8 = opt.type == "q8_0";
+  if (!q8 && opt.type != "bf16")
+    throw std::runtime_error("convert: --type " + opt.type + ": bf16 or q8_0");
   const ModelConfig& cfg = ck.config();
   gguf::Writer w;
   gguf::write_config_keys(cfg, w);
-  w.add_string("general.file_type_name", "BF16 (cedar convert: lossless)");
+  w.add_string("general.file_type_name", q8 ? "Q8_0 (cedar convert: FP8 weights and the Engram "
+                                              "table as Q8_0, experts MXFP4)"
+                                            : "BF16 (cedar convert: lossless)");
   w.add_string("tokenizer.ggml.model", "gpt2");
-  w.add_string("tokenizer.ggml.pre", "deepseek-v3");
+  w.add_string("tokenizer.ggml.pre", "joyai-llm");  // what published V4.1 files carry
   w.add_string_array("tokenizer.ggml.tokens", tk.tokens);
   w.add_i32_array("tokenizer.ggml.token_type", tk.types);
   w.add_string_array("tokenizer.ggml.merges", tk.merges);
   w.add_u32("tokenizer.ggml.bos_token_id", uint32_t(cfg.bos_token_id));
   w.add_u32("tokenizer.ggml.eos_token_id", uint32_t(cfg.eos_token_id));
   w.add_u32("tokenizer.ggml.padding_token_id", uint32_t(cfg.pad_token_id));
-  w.add_string("tokenizer.huggingface.json", tk.hf_json);
+  if (!tk.hf_json.empty()) w.add_string("tokenizer.huggingface.json", tk.hf_json);
   if (!cfg.engram_layer_ids.empty()) {
     if (tk.engram_map.size() != size_t(cfg.vocab_size))
       throw std::runtime_error("convert: the Engram token map has " +
@@ -124,6 +168,17 @@ void write_gguf_bf16(const Checkpoint& ck, const GgufTokenizerKeys& tk, const st
       case DType::F8_E4M3: {
         const std::string scale = t.name.substr(0, t.name.size() - 7) + ".scale";  // ".weight"
         const Fp8Weight f{v, ck.get(scale)};
+        if (q8 && v.dim(1) % 32 == 0) {  // the staging file's rule: FP8 sources become Q8_0
+          w.add_tensor(name, gguf::kQ8_0, ne, [f](uint8_t* dst) {
+            const int64_t in = f.w.dim(1);
+            std::vector<float> x(static_cast<size_t>(in));
+            for (int64_t r = 0; r < f.w.dim(0); ++r) {
+              f.row(r, x.data());
+              gguf::encode_q8_0_row(x.data(), in, dst + r * (in / 32) * 34);
+            }
+          });
+          break;
+        }
         const bool bf16 = f.bf16_exact();
         w.add_tensor(name, bf16 ? gguf::kBF16 : gguf::kF32, ne,
                      [f, bf16](uint8_t* dst) { f.fill(bf16, dst); });
@@ -139,7 +194,11 @@ void write_gguf_bf16(const Checkpoint& ck, const GgufTokenizerKeys& tk, const st
                                  ", which has no lossless GGUF form here");
     }
   }
-  w.write(path);
+  if (opt.split_max_tensors == 0) {
+    w.write(path);
+    return {path};
+  }
+  return w.write_split(path, opt.split_max_tensors);
 }
 
 }  // namespace cedar

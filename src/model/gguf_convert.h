@@ -8,6 +8,8 @@
 //    experts]: ggml's block is the UE8M0 scale byte then element j in the low nibble and j + 16
 //    in the high nibble of byte j, the same codes and values as the release's pairs;
 //  * BF16 and F32 tensors as they are.
+// `q8_0` writes what the llama.cpp converter's staging file holds: FP8 weights and the Engram table
+// as Q8_0 (lossy: int8 per 32 inputs with an fp16 scale), the rest as above.
 // The DSpark stages and the vision tower are not part of a text GGUF (they are sidecars) and are
 // left out.
 #pragma once
@@ -24,11 +26,25 @@ struct GgufTokenizerKeys {
   std::vector<std::string> tokens;  // id -> token string (the vocabulary's ByteLevel spelling)
   std::vector<int32_t> types;       // 1 normal, 3 control (added special tokens), 4 user defined
   std::vector<std::string> merges;  // "a b", rank order
-  std::string hf_json;              // the whole tokenizer.json (tokenizer.huggingface.json)
+  std::string hf_json;  // tokenizer.huggingface.json: the whole tokenizer.json ("": none)
   std::vector<int32_t> engram_map;  // token id -> compressed id (empty: the model has no Engram)
 };
 
-// Writes `ck` to `path` (via path.tmp). Throws naming the tensor for anything it cannot store.
-void write_gguf_bf16(const Checkpoint& ck, const GgufTokenizerKeys& tk, const std::string& path);
+// The keys of a tokenizer.json text for a vocabulary of `vocab` ids (every id must have a string).
+// Throws naming `label`.
+GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
+                                 const std::string& label);
+
+struct GgufWriteOptions {
+  // "bf16": lossless (FP8 weights and the Engram table as the BF16 of their exact values);
+  // "q8_0": as the llama.cpp converter's staging file (those tensors as Q8_0, lossy)
+  std::string type = "bf16";
+  size_t split_max_tensors = 0;  // > 0: shards of at most that many tensors (Writer::write_split)
+};
+// Writes `ck` to `path` (via path.tmp) as dialect A: the config and tokenizer keys, the text
+// model's tensors (routed experts merged as MXFP4, BF16/F32 tensors as stored). Throws naming the
+// tensor for anything it cannot store. Returns the paths written.
+std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
+                                    const std::string& path, const GgufWriteOptions& opt = {});
 
 }  // namespace cedar

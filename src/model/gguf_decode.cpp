@@ -220,4 +220,30 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
   }
 }
 
+std::vector<float> decode_tensor(const Header& h, const uint8_t* file, const TensorInfo& t,
+                                 int expert, std::vector<int64_t>* shape) {
+  const TypeInfo* ti = type_info(t.type);
+  if (!decodable(t.type))
+    throw std::runtime_error("tensor '" + std::string(t.name) + "' is " + ti->name +
+                             ", which cedar does not decode yet");
+  uint64_t rows = t.ne[1] * t.ne[2] * t.ne[3];
+  const uint64_t row_bytes = t.ne[0] / uint64_t(ti->block_elems) * uint64_t(ti->block_bytes);
+  const uint8_t* src = file + h.data_start + t.offset;
+  if (expert >= 0) {
+    if (t.n_dims != 3 || uint64_t(expert) >= t.ne[2])
+      throw std::runtime_error("tensor '" + std::string(t.name) + "' has no expert " +
+                               std::to_string(expert));
+    rows = t.ne[1];
+    src += uint64_t(expert) * rows * row_bytes;
+    *shape = {int64_t(t.ne[1]), int64_t(t.ne[0])};
+  } else {
+    shape->clear();
+    for (int d = t.n_dims - 1; d >= 0; --d) shape->push_back(int64_t(t.ne[d]));
+  }
+  std::vector<float> v(size_t(rows * t.ne[0]));
+  for (uint64_t r = 0; r < rows; ++r)
+    decode_row(t.type, src + r * row_bytes, int64_t(t.ne[0]), v.data() + r * t.ne[0]);
+  return v;
+}
+
 }  // namespace cedar::gguf

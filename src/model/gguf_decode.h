@@ -8,6 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "model/gguf.h"
 
 namespace cedar::gguf {
 
@@ -16,5 +19,11 @@ bool decodable(uint32_t type);
 // src: the row's bytes (n / block_elems blocks); dst: n floats. Throws std::invalid_argument for a
 // type decodable() refuses or a ragged n.
 void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst);
+
+// One tensor of a parsed file (`file`: the bytes parse_header read) decoded to fp32 in the release
+// shape (ggml's ne reversed); expert >= 0 picks that expert's [out, in] slice of a merged 3-D
+// tensor. Throws naming the tensor for a type decodable() refuses or a missing expert.
+std::vector<float> decode_tensor(const Header& h, const uint8_t* file, const TensorInfo& t,
+                                 int expert, std::vector<int64_t>* shape);
 
 }  // namespace cedar::gguf

@@ -1,10 +1,13 @@
 #include "model/gguf_writer.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
+
+#include "model/gguf_files.h"
 
 namespace cedar::gguf {
 
@@ -44,6 +47,10 @@ void Writer::key(const std::string& k, ValueType t) {
   ++n_kv_;
 }
 
+void Writer::add_u16(const std::string& k, uint16_t v) {
+  key(k, ValueType::kU16);
+  raw(v);
+}
 void Writer::add_u32(const std::string& k, uint32_t v) {
   key(k, ValueType::kU32);
   raw(v);
@@ -157,6 +164,32 @@ void Writer::write(const std::string& path) const {
   if (std::fflush(f.get()) != 0) throw std::runtime_error(tmp + ": write failed");
   f.reset();
   std::filesystem::rename(tmp, path);
+}
+
+std::vector<std::string> Writer::write_split(const std::string& path, size_t max_tensors) const {
+  if (max_tensors == 0) throw std::invalid_argument("write_split: max_tensors must be positive");
+  if (tensors_.size() <= max_tensors) {
+    write(path);
+    return {path};
+  }
+  const size_t count = (tensors_.size() + max_tensors - 1) / max_tensors;
+  if (count > 65535) throw std::invalid_argument("write_split: more than 65535 shards");
+  std::vector<std::string> paths;
+  for (size_t no = 0; no < count; ++no) {
+    Writer w(alignment_);
+    if (no == 0) {  // every key of the model (general.alignment included)
+      w.kv_ = kv_;
+      w.n_kv_ = n_kv_;
+    }
+    w.add_u16("split.no", uint16_t(no));
+    w.add_u16("split.count", uint16_t(count));
+    w.add_i32("split.tensors.count", int32_t(tensors_.size()));
+    for (size_t i = no * max_tensors; i < std::min(tensors_.size(), (no + 1) * max_tensors); ++i)
+      w.add_tensor(tensors_[i].name, tensors_[i].type, tensors_[i].ne, tensors_[i].fill);
+    paths.push_back(split_path(path, int(no), int(count)));
+    w.write(paths.back());
+  }
+  return paths;
 }
 
 }  // namespace cedar::gguf

@@ -17,6 +17,7 @@ class Writer {
  public:
   explicit Writer(uint32_t alignment = 32);
 
+  void add_u16(const std::string& key, uint16_t v);
   void add_u32(const std::string& key, uint32_t v);
   void add_i32(const std::string& key, int32_t v);
   void add_u64(const std::string& key, uint64_t v);
@@ -39,6 +40,10 @@ class Writer {
 
   // Writes the file (to path.tmp, then renamed). Throws naming the path on an I/O error.
   void write(const std::string& path) const;
+  // The same model as shards of at most `max_tensors` tensors each, as llama.cpp's gguf-split
+  // writes them (gguf_files.h: every shard with split.no/count/tensors.count, the other keys in
+  // the first), or one file when they all fit in one. Returns the paths written.
+  std::vector<std::string> write_split(const std::string& path, size_t max_tensors) const;
 
  private:
   struct Tensor {

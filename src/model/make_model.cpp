@@ -15,9 +15,8 @@
 #include "base/thread_pool.h"
 #include "model/presets.h"
 #include "model/safetensors_writer.h"
+#include "model/weight_quant.h"
 #include "numerics/bf16.h"
-#include "numerics/fp4.h"
-#include "numerics/fp8.h"
 
 namespace cedar {
 
@@ -103,21 +102,6 @@ class Rng {
 
 // ---- quantizers for the synthetic weights ---------------------------------------------------
 
-// The smallest power of two s with amax / s <= limit, as an exponent k (s = 2^k): the release's
-// "scale rounded up to a power of two" (UE8M0). amax 0 (cannot happen with normals) -> s = 1.
-int pow2_scale_exponent(double amax, double limit) {
-  if (!(amax > 0.0)) return 0;
-  int e;
-  double m = std::frexp(amax / limit, &e);  // amax/limit = m * 2^e, m in [0.5, 1)
-  int k = m == 0.5 ? e - 1 : e;
-  return std::clamp(k, -127, 127);
-}
-
-// 2^-k as a float, exact for k in [-127, 127] (2^-127 is a subnormal float). x * 2^-k rounds the
-// exact product once, to nearest even, exactly as std::ldexp(x, -k) does, so the codes are the
-// same bytes as with ldexp; the multiply avoids a libm call per element (make-model's hot loop).
-float pow2_inverse(int k) { return std::ldexp(1.0f, -k); }
-
 void put_bf16(uint8_t* dst, float v) {
   uint16_t b = f32_to_bf16_bits(v);
   dst[0] = uint8_t(b);
@@ -134,60 +118,6 @@ std::vector<float> normals(Rng& rng, size_t n, double mean, double std) {
   std::vector<float> v(n);
   rng.fill_normals(v.data(), n, mean, std);
   return v;
-}
-
-// FP8 E4M3 weight [o, i] with a UE8M0 scale per 32x32 block (ceil on both axes).
-void quantize_fp8_blocks(const std::vector<float>& w, int64_t o, int64_t i, uint8_t* codes,
-                         uint8_t* scales) {
-  const int64_t sb_cols = (i + 31) / 32;
-  for (int64_t br = 0; br < (o + 31) / 32; ++br)
-    for (int64_t bc = 0; bc < sb_cols; ++bc) {
-      const int64_t r1 = std::min(o, br * 32 + 32), c1 = std::min(i, bc * 32 + 32);
-      double amax = 0.0;
-      for (int64_t r = br * 32; r < r1; ++r)
-        for (int64_t c = bc * 32; c < c1; ++c)
-          amax = std::max(amax, double(std::fabs(w[size_t(r * i + c)])));
-      const int k = pow2_scale_exponent(amax, kE4M3Max);
-      scales[br * sb_cols + bc] = uint8_t(k + 127);
-      const float inv = pow2_inverse(k);
-      for (int64_t r = br * 32; r < r1; ++r)
-        for (int64_t c = bc * 32; c < c1; ++c)
-          codes[r * i + c] = f32_to_e4m3(w[size_t(r * i + c)] * inv);
-    }
-}
-
-// FP8 E4M3 rows [rows, d] with a UE8M0 scale per (row, 32 channels): the Engram tables.
-void quantize_fp8_rows(const std::vector<float>& w, int64_t rows, int64_t d, uint8_t* codes,
-                       uint8_t* scales) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < d / 32; ++b) {
-      const float* x = &w[size_t(r * d + b * 32)];
-      double amax = 0.0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, double(std::fabs(x[j])));
-      const int k = pow2_scale_exponent(amax, kE4M3Max);
-      scales[r * (d / 32) + b] = uint8_t(k + 127);
-      const float inv = pow2_inverse(k);
-      for (int j = 0; j < 32; ++j) codes[r * d + b * 32 + j] = f32_to_e4m3(x[j] * inv);
-    }
-}
-
-// FP4 E2M1 weight [o, i] packed two per byte (even element in the low nibble) with a UE8M0
-// scale per (row, 32 input channels).
-void quantize_fp4(const std::vector<float>& w, int64_t o, int64_t i, uint8_t* packed,
-                  uint8_t* scales) {
-  for (int64_t r = 0; r < o; ++r)
-    for (int64_t b = 0; b < i / 32; ++b) {
-      const float* x = &w[size_t(r * i + b * 32)];
-      double amax = 0.0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, double(std::fabs(x[j])));
-      const int k = pow2_scale_exponent(amax, kE2M1Max);
-      scales[r * (i / 32) + b] = uint8_t(k + 127);
-      const float inv = pow2_inverse(k);
-      for (int j = 0; j < 32; j += 2) {
-        auto q = [&](float v) { return f32_to_e2m1(std::clamp(v * inv, -kE2M1Max, kE2M1Max)); };
-        packed[r * (i / 2) + b * 16 + j / 2] = fp4_pack(q(x[j]), q(x[j + 1]));
-      }
-    }
 }
 
 // ---- which distribution each tensor gets ----------------------------------------------------
@@ -309,15 +239,15 @@ std::vector<GeneratedTensor> run_job(const Job& job, uint64_t seed) {
   uint8_t* sc = job.scale ? out[1].data.data() : nullptr;
   if (ends_with(t.name, "engram.embed.weight")) {
     // Engram table rows ~ N(0, 1), quantized per (row, 32 channels).
-    quantize_fp8_rows(normals(rng, n, 0.0, 1.0), t.shape[0], t.shape[1], w, sc);
+    quantize_fp8_rows(normals(rng, n, 0.0, 1.0).data(), t.shape[0], t.shape[1], w, sc);
   } else if (t.dtype == DType::F8_E4M3) {
     // Dense FP8 projection: W ~ N(0, 1/in), per 32x32 block UE8M0 scale.
-    quantize_fp8_blocks(normals(rng, n, 0.0, 1.0 / std::sqrt(double(t.shape[1]))), t.shape[0],
-                        t.shape[1], w, sc);
+    quantize_fp8_blocks(normals(rng, n, 0.0, 1.0 / std::sqrt(double(t.shape[1]))).data(),
+                        t.shape[0], t.shape[1], w, sc);
   } else if (t.dtype == DType::I8) {
     // Routed expert, MXFP4: logical [out, in] = [shape0, 2*shape1].
     const int64_t o = t.shape[0], i = 2 * t.shape[1];
-    quantize_fp4(normals(rng, size_t(o * i), 0.0, 1.0 / std::sqrt(double(i))), o, i, w, sc);
+    quantize_fp4(normals(rng, size_t(o * i), 0.0, 1.0 / std::sqrt(double(i))).data(), o, i, w, sc);
   } else if (t.dtype == DType::BF16 || t.dtype == DType::F32) {
     const auto v = draw(rng, dist_for(t), n);
     for (size_t k = 0; k < n; ++k) {

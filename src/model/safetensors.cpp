@@ -23,12 +23,6 @@ constexpr uint64_t kMaxHeaderLen = 100ull << 20;
   throw std::runtime_error(label + ": " + what);
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 }  // namespace
 
 SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size,

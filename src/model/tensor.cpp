@@ -41,4 +41,10 @@ bool dtype_from_name(const std::string& s, DType* out) {
   return false;
 }
 
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
 }  // namespace cedar

@@ -11,9 +11,10 @@ namespace cedar {
 // The safetensors dtypes the release uses. F8_E8M0 is the UE8M0 scale format.
 enum class DType { BF16, F32, F8_E4M3, F8_E8M0, I8, U8, I32, I64, F16, F64 };
 
-const char* dtype_name(DType d);            // "BF16", "F8_E4M3", ... (safetensors spelling)
-size_t dtype_size(DType d);                 // bytes per element
+const char* dtype_name(DType d);  // "BF16", "F8_E4M3", ... (safetensors spelling)
+size_t dtype_size(DType d);       // bytes per element
 bool dtype_from_name(const std::string& s, DType* out);
+std::string shape_str(const std::vector<int64_t>& shape);  // "[2, 3]", for messages
 
 struct TensorView {
   std::string name;

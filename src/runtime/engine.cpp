@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "forward/vision_tower.h"
+#include "runtime/model_tokenizer.h"
 #include "text/dsml.h"
 #include "text/engram_token_map.h"
 
@@ -12,8 +13,6 @@ namespace cedar::runtime {
 
 std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   if (opt.model_dir.empty()) throw std::runtime_error("no model directory given");
-  if (!std::filesystem::is_directory(opt.model_dir))
-    throw std::runtime_error("model directory " + opt.model_dir + ": no such directory");
   std::unique_ptr<Engine> e(new Engine());
   e->opt_ = opt;
   const KernelTable& kernels = choose_kernels(opt.kernels);
@@ -23,20 +22,16 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->plan_ = plan_memory(*e->ckpt_, opt.memory);
   if (!e->plan_.refusal.empty()) throw std::runtime_error(e->plan_.refusal);
 
-  const std::string tok_path =
-      opt.tokenizer_path.empty() ? opt.model_dir + "/tokenizer.json" : opt.tokenizer_path;
-  if (!std::filesystem::exists(tok_path))
-    throw std::runtime_error(tok_path + ": missing (the model's tokenizer)");
-  e->tok_ = std::make_unique<text::Tokenizer>(text::Tokenizer::load(tok_path));
-  if (e->tok_->vocab_size() > cfg.vocab_size)
-    throw std::runtime_error(tok_path + ": tokenizer has " + std::to_string(e->tok_->vocab_size()) +
-                             " ids but config.json vocab_size is " +
-                             std::to_string(cfg.vocab_size));
-
-  std::vector<int32_t> token_map;
-  if (!cfg.engram_layer_ids.empty()) token_map = text::build_engram_token_map(*e->tok_).map;
+  e->tok_ = std::make_unique<text::Tokenizer>(load_tokenizer(*e->ckpt_, opt.tokenizer_path));
+  std::vector<int32_t> token_map = engram_token_map(*e->ckpt_, *e->tok_);
   e->pool_ = std::make_unique<ThreadPool>(opt.threads);
   e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map));
+  if ((e->plan_.streamed || e->plan_.engram_streamed) &&
+      e->ckpt_->format() == Checkpoint::Format::kGguf)
+    throw std::runtime_error(opt.model_dir +
+                             ": --mem-budget below the weights: streaming experts or Engram rows "
+                             "from a GGUF file is not supported yet (cedar re-encodes them in "
+                             "memory at load); use the safetensors form");
   if (e->plan_.streamed) {
     e->experts_ = std::make_unique<ExpertCache>(
         *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots,

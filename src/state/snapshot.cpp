@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/gguf_files.h"
 #include "text/sha256.h"
 
 namespace cedar {
@@ -185,25 +186,13 @@ std::string read_whole(const std::filesystem::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-// 8-byte header length, header JSON, the sampled data blocks of one shard.
-std::string shard_digest_input(const std::filesystem::path& p) {
+// `head` (the file's header bytes), the file size, then the sampled blocks of [begin, end of file).
+std::string sampled_digest_input(const std::filesystem::path& p, std::string head, uint64_t begin) {
   std::ifstream f(p, std::ios::binary);
   if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
-  uint8_t len8[8];
-  if (!f.read(reinterpret_cast<char*>(len8), 8))
-    throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
-  uint64_t len = 0;
-  std::memcpy(&len, len8, 8);
-  if (len > (uint64_t(100) << 20))
-    throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
-                             std::to_string(len) + " is implausible");
-  std::string data(reinterpret_cast<const char*>(len8), 8);
-  std::string json(size_t(len), '\0');
-  if (!f.read(json.data(), std::streamsize(len)))
-    throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
-  data += json;
+  std::string data = std::move(head);
   const uint64_t size = std::filesystem::file_size(p);
-  const uint64_t begin = 8 + len, span = size > begin ? size - begin : 0;
+  const uint64_t span = size > begin ? size - begin : 0;
   data.append(reinterpret_cast<const char*>(&size), sizeof(size));
   std::string block;
   auto sample = [&](uint64_t at) {
@@ -221,6 +210,39 @@ std::string shard_digest_input(const std::filesystem::path& p) {
   return data;
 }
 
+// 8-byte header length, header JSON, the sampled data blocks of one shard.
+std::string shard_digest_input(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
+  uint8_t len8[8];
+  if (!f.read(reinterpret_cast<char*>(len8), 8))
+    throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
+  uint64_t len = 0;
+  std::memcpy(&len, len8, 8);
+  if (len > (uint64_t(100) << 20))
+    throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
+                             std::to_string(len) + " is implausible");
+  std::string data(reinterpret_cast<const char*>(len8), 8);
+  std::string json(size_t(len), '\0');
+  if (!f.read(json.data(), std::streamsize(len)))
+    throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
+  return sampled_digest_input(p, data + json, 8 + len);
+}
+
+// A GGUF model: per file (every shard of a split one), its whole header (keys with the config and
+// tokenizer, the tensor table), then the sampled data blocks.
+std::string gguf_digest_input(const std::string& path) {
+  const gguf::Files files = gguf::open_files(path);
+  std::string data;
+  for (size_t i = 0; i < files.files.size(); ++i) {
+    const MappedFile& f = *files.files[i];
+    const uint64_t start = files.shards[i].data_start;
+    data += sampled_digest_input(
+        f.path(), std::string(reinterpret_cast<const char*>(f.data()), size_t(start)), start);
+  }
+  return data;
+}
+
 }  // namespace
 
 ModelFingerprint model_fingerprint(const std::string& model_dir, const std::string& tokenizer_path,
@@ -229,6 +251,12 @@ ModelFingerprint model_fingerprint(const std::string& model_dir, const std::stri
   text::Sha256 h;
   static const char kTag[] = "cedar-model-fingerprint-v2";
   h.update(kTag, sizeof(kTag));
+  if (fs::is_regular_file(model_dir)) {  // a GGUF file: the header holds config and tokenizer
+    hash_named(h, "gguf", gguf_digest_input(model_dir));
+    if (!tokenizer_path.empty()) hash_named(h, "tokenizer.json", read_whole(tokenizer_path));
+    hash_named(h, "extra", std::string(extra));
+    return h.digest();
+  }
   const fs::path dir(model_dir);
   hash_named(h, "config.json", read_whole(dir / "config.json"));
   hash_named(

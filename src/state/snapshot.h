@@ -60,7 +60,8 @@ using UnitId = std::array<uint8_t, 16>;  // names a unit (the disk cache: hash o
 // 64 blocks of 4 KiB spread evenly over the data and its last block. The sample tells apart
 // checkpoints whose headers agree (the same shapes trained twice, a fine-tune, a re-generated
 // random model) without reading hundreds of GB; `extra` (the kernel table) is hashed last.
-// Throws naming the file.
+// model_dir may be a GGUF file instead: its whole header (config and tokenizer keys, tensor
+// table), size and the same sample of its data. Throws naming the file.
 ModelFingerprint model_fingerprint(const std::string& model_dir,
                                    const std::string& tokenizer_path = {},
                                    std::string_view extra = {});

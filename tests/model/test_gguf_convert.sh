@@ -2,7 +2,10 @@
 # cedar convert (bf16, lossless) writes a dialect-A GGUF that cedar inspect reads back: dialect A,
 # the model's config, and every kind of tensor (FP8 weights, FP4 experts from the merged MXFP4
 # tensors, the Engram table, BF16 and F32 tensors) decoded identically to the release values the
-# numpy reference decodes; hostile GGUF files are refused with their names.
+# numpy reference decodes; the file runs as a model (-m FILE.gguf) with the directory's logits bit
+# for bit in reference and fast mode (one-shot, chunked, decode), its tokenizer from the file (the
+# whole tokenizer.json or only llama.cpp's keys), the prefix cache keyed by the file; hostile GGUF
+# files are refused with their names.
 source "$(dirname "$0")/lib.sh"
 M="$WORK/tiny"
 G="$WORK/tiny.gguf"
@@ -18,12 +21,65 @@ for t in layers.0.attn.wq_a.weight layers.3.attn.wo_a.weight layers.2.ffn.shared
   "$CEDAR_BIN" inspect --model "$G" --tensor "$t" --out "$WORK/t.npy" >/dev/null
   check "$t" "$PY" "$CEDAR_SOURCE_DIR/tests/model/compare_gguf_tensor.py" "$M" "$t" "$WORK/t.npy"
 done
+check "inspect: lossless load" grep -q "0 values not exactly representable" "$WORK/inspect.txt"
+# the GGUF file as the model: the same logits bit for bit (ref and the best table of this CPU)
+make_ids 15 150 "$WORK/ids"
+for kern in ref auto; do
+  for mode in "" "--chunk 37" "--decode"; do
+    # shellcheck disable=SC2086
+    "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids" --out "$WORK/a.npy" --kernels $kern $mode 2>/dev/null
+    # shellcheck disable=SC2086
+    "$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids" --out "$WORK/b.npy" --kernels $kern $mode 2>/dev/null
+    check "logits $kern $mode" cmp -s "$WORK/a.npy" "$WORK/b.npy"
+  done
+done
+# the tokenizer from llama.cpp's keys only, and the runtime paths: run, the prefix cache
+"$CEDAR_BIN" convert --from "$M" --to "$WORK/ggml_tok.gguf" --ggml-tokenizer-only >/dev/null
+run() { "$CEDAR_BIN" run -m "$1" --raw -p "The 12 quick brown foxes, 日本語" --temp 0 -n 8 "${@:2}" 2>"$WORK/run.err"; }
+run "$M" --speculative off >"$WORK/dir.txt"
+run "$G" >"$WORK/gguf.txt"
+check "run: same text" cmp -s "$WORK/dir.txt" "$WORK/gguf.txt"
+run "$WORK/ggml_tok.gguf" >"$WORK/ggml.txt"
+check "run: ggml tokenizer keys" cmp -s "$WORK/dir.txt" "$WORK/ggml.txt"
+"$PY" -c "print(' '.join(f'word{i} and' for i in range(120)))" >"$WORK/long.txt"
+cached() { "$CEDAR_BIN" run -m "$1" --raw -f "$WORK/long.txt" --temp 0 -n 6 --cache-dir "$WORK/pc" \
+  --cache-interval 128 2>"$WORK/run.err"; }
+cached "$G" >/dev/null
+cached "$G" >/dev/null
+check "prefix cache restores" grep -q "prefix cache hit (disk): 361 tokens" "$WORK/run.err"
+cached "$WORK/ggml_tok.gguf" >/dev/null
+check "prefix cache: another file is another model" grep -q "(0 cached)" "$WORK/run.err"
+# the staging file's types (Q8_0 FP8 weights and Engram table): lossy, re-quantized at load, counted
+"$CEDAR_BIN" convert --from "$M" --to "$WORK/q8.gguf" --type q8_0 >/dev/null
+check "q8_0: types" grep -q "Q8_0" <("$CEDAR_BIN" inspect --model "$WORK/q8.gguf")
+check "q8_0: counted" grep -Eq "re-encoded .* [1-9][0-9]* values not exactly representable" \
+  <("$CEDAR_BIN" inspect --model "$WORK/q8.gguf")
+check "q8_0: runs" "$CEDAR_BIN" logits -m "$WORK/q8.gguf" --ids-file "$WORK/ids" --out "$WORK/q.npy"
+# a split model (gguf-split's layout): the same logits from any shard's name; a missing shard and a
+# shard under a plain name are refused
+"$CEDAR_BIN" convert --from "$M" --to "$WORK/split.gguf" --split-max-tensors 60 >"$WORK/split.txt"
+check "split: 4 shards" grep -q "split-00004-of-00004.gguf" "$WORK/split.txt"
+"$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids" --out "$WORK/a.npy" --kernels ref 2>/dev/null
+"$CEDAR_BIN" logits -m "$WORK/split-00002-of-00004.gguf" --ids-file "$WORK/ids" --out "$WORK/b.npy" \
+  --kernels ref 2>/dev/null
+check "split: logits" cmp -s "$WORK/a.npy" "$WORK/b.npy"
+check "split: inspect" grep -q "201 tensors, alignment 32, 4 shards" \
+  <("$CEDAR_BIN" inspect --model "$WORK/split-00001-of-00004.gguf")
+cp "$WORK/split-00001-of-00004.gguf" "$WORK/lone.gguf"
+check "split: a lone shard" refuses "one shard of a split model" "$CEDAR_BIN" inspect --model "$WORK/lone.gguf"
+rm "$WORK/split-00003-of-00004.gguf"
+check "split: missing shard" refuses "split-00003-of-00004.gguf: missing" \
+  "$CEDAR_BIN" run -m "$WORK/split-00001-of-00004.gguf" -p hi -n 1
 # hostile files: a truncated header, truncated tensor data
 head -c 100000 "$G" >"$WORK/cut.gguf"
 check "truncated header" refuses "truncated: value of 'tokenizer.ggml.tokens'" \
   "$CEDAR_BIN" inspect --model "$WORK/cut.gguf"
+check "truncated header: run" refuses "truncated: value of 'tokenizer.ggml.tokens'" \
+  "$CEDAR_BIN" run -m "$WORK/cut.gguf" -p hi -n 1
 head -c $(($(stat -c %s "$G") - 4096)) "$G" >"$WORK/cut2.gguf"
 check "truncated data" refuses "run past the end of the file" "$CEDAR_BIN" inspect --model "$WORK/cut2.gguf"
+check "truncated data: logits" refuses "run past the end of the file" \
+  "$CEDAR_BIN" logits -m "$WORK/cut2.gguf" --ids 1,2 --out "$WORK/x.npy"
 check "no tensor" refuses "no tensor 'blk.0.nothing.weight'" \
   "$CEDAR_BIN" inspect --model "$G" --tensor blk.0.nothing.weight --out "$WORK/x.npy"
 finish

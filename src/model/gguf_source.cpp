@@ -1,0 +1,229 @@
+// Checkpoint::open_gguf: a dialect-A GGUF file (or split model) as the release-layout tensors the
+// engine reads (issue 15, spec v41-gguf.md). The config comes from the file's keys
+// (gguf_dialect.cpp); each release tensor is found under its dialect-A name (a routed expert as its
+// slice of the merged tensor) and then either
+//   * viewed in place, when the file stores it as the release does (BF16 and F32 tensors), or
+//   * re-encoded into the release's format at load: FP8-role weights and the Engram tables to
+//     E4M3 + UE8M0 with the release's block rule, routed experts from MXFP4 blocks to E2M1 pairs +
+//     UE8M0 (a byte shuffle: the same codes and scales), BF16/F32-role tensors stored in another
+//     type decoded and rounded once.
+// So an FP8 weight stored as the BF16 of its exact values gets its FP8 GEMM semantics back (the
+// same codes times the same powers of two, or another power-of-two split of the same values, which
+// every kernel sums identically) and the file gives the release's logits bit for bit. A value the
+// release formats cannot hold (a lossy or fine-tuned file) is rounded as the release's quantizer
+// rounds, and counted in load_stats().
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "model/checkpoint.h"
+#include "model/gguf.h"
+#include "model/gguf_decode.h"
+#include "model/gguf_dialect.h"
+#include "model/gguf_files.h"
+#include "model/gguf_tokenizer.h"
+#include "model/weight_quant.h"
+#include "numerics/bf16.h"
+
+namespace cedar {
+
+namespace {
+
+std::string ne_str(const gguf::TensorInfo& t) {
+  std::string r = "[";
+  for (int d = 0; d < t.n_dims; ++d) r += (d ? ", " : "") + std::to_string(t.ne[d]);
+  return r + "]";
+}
+
+// Places the release tensors of one parsed model.
+class Placer {
+ public:
+  Placer(const gguf::Files& files, const std::string& label,
+         std::function<uint8_t*(size_t)> allocate, std::map<std::string, TensorView>& out,
+         Checkpoint::LoadStats& stats)
+      : files_(files), label_(label), allocate_(std::move(allocate)), out_(out), stats_(stats) {}
+
+  // t: a release tensor; scale: its ".scale" tensor for FP8/FP4 weights (nullptr otherwise).
+  void place(const ExpectedTensor& t, const ExpectedTensor* scale) {
+    int expert = -1;
+    const std::string name = gguf::gguf_tensor_name(t.name, &expert);
+    if (name.empty())
+      throw std::runtime_error(label_ + ": tensor '" + t.name + "' has no GGUF form");
+    const gguf::TensorInfo* ti = files_.merged.tensor(name);
+    if (!ti)
+      throw std::runtime_error(label_ + ": tensor '" + name +
+                               "' is missing (it holds the release's " + t.name + ")");
+    std::vector<int64_t> want = t.shape;         // the logical [out, in] of the stored tensor
+    if (t.dtype == DType::I8) want.back() *= 2;  // FP4 pairs
+    check_shape(*ti, want, expert, name, t.name);
+    if (scale) {
+      if (t.dtype == DType::I8)
+        place_fp4(t, *scale, *ti, expert);
+      else
+        place_fp8(t, *scale, *ti);
+    } else {
+      place_plain(t, *ti);
+    }
+  }
+
+ private:
+  // ggml's ne is the release shape reversed, with the expert count last for a merged tensor.
+  void check_shape(const gguf::TensorInfo& ti, const std::vector<int64_t>& want, int expert,
+                   const std::string& name, const std::string& release) const {
+    std::vector<int64_t> ne;
+    for (auto it = want.rbegin(); it != want.rend(); ++it) ne.push_back(*it);
+    if (expert >= 0) {
+      if (ti.n_dims != 3 || int64_t(ti.ne[2]) <= expert)
+        throw std::runtime_error(label_ + ": tensor '" + name + "' " + ne_str(ti) +
+                                 " is not a merged expert tensor holding expert " +
+                                 std::to_string(expert) + " (" + release + ")");
+      ne.push_back(int64_t(ti.ne[2]));
+    }
+    bool same = ti.n_dims == int(ne.size());
+    for (size_t d = 0; same && d < ne.size(); ++d) same = int64_t(ti.ne[d]) == ne[d];
+    if (same) return;
+    std::string msg = label_ + ": tensor '" + name + "' has ne " + ne_str(ti) + ", expected " +
+                      shape_str(ne) + " (the release's " + release + " " + shape_str(want) + ")";
+    if (ti.n_dims == 2 && ne.size() == 2 && int64_t(ti.ne[0]) == ne[1] &&
+        int64_t(ti.ne[1]) == ne[0])
+      msg += ": it is stored transposed";
+    throw std::runtime_error(msg);
+  }
+
+  TensorView& view(const ExpectedTensor& t, const uint8_t* data, size_t nbytes) {
+    TensorView v;
+    v.name = t.name;
+    v.dtype = t.dtype;
+    v.shape = t.shape;
+    v.data = data;
+    v.nbytes = nbytes;
+    return out_[t.name] = v;
+  }
+
+  std::vector<float> decode(const gguf::TensorInfo& ti, int expert) const {
+    std::vector<int64_t> shape;
+    return gguf::decode_tensor(files_.header(ti), files_.file(ti), ti, expert, &shape);
+  }
+
+  uint8_t* fresh(const ExpectedTensor& t) {
+    const size_t n =
+        size_t(TensorView{"", t.dtype, t.shape, nullptr, 0}.numel()) * dtype_size(t.dtype);
+    stats_.reencoded_bytes += n;
+    return allocate_(n);
+  }
+
+  // BF16 / F32 tensors: in place when stored so, else decoded and rounded to the release dtype.
+  void place_plain(const ExpectedTensor& t, const gguf::TensorInfo& ti) {
+    const uint32_t same = t.dtype == DType::BF16 ? gguf::kBF16 : gguf::kF32;
+    if (t.dtype != DType::BF16 && t.dtype != DType::F32)
+      throw std::runtime_error(label_ + ": tensor '" + t.name + "' has release dtype " +
+                               dtype_name(t.dtype) + ", which no GGUF type maps to");
+    if (ti.type == same) {
+      view(t, files_.data(ti), size_t(ti.bytes));
+      ++stats_.in_place;
+      return;
+    }
+    const std::vector<float> v = decode(ti, -1);
+    uint8_t* dst = fresh(t);
+    if (t.dtype == DType::F32) {
+      std::memcpy(dst, v.data(), v.size() * 4);
+    } else {
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t b = f32_to_bf16_bits(v[i]);
+        std::memcpy(dst + 2 * i, &b, 2);
+        stats_.inexact_values += bf16_to_f32(b) != v[i];
+      }
+    }
+    view(t, dst, v.size() * dtype_size(t.dtype));
+    ++stats_.reencoded;
+  }
+
+  // FP8-role weights (32x32 blocks) and Engram tables (per row and 32 channels).
+  void place_fp8(const ExpectedTensor& t, const ExpectedTensor& s, const gguf::TensorInfo& ti) {
+    const std::vector<float> v = decode(ti, -1);
+    uint8_t* codes = fresh(t);
+    uint8_t* scales = fresh(s);
+    const int64_t o = t.shape[0], i = t.shape[1];
+    const bool per_row = t.name.find(".engram.embed.") != std::string::npos;
+    stats_.inexact_values += per_row ? quantize_fp8_rows(v.data(), o, i, codes, scales)
+                                     : quantize_fp8_blocks(v.data(), o, i, codes, scales);
+    view(t, codes, size_t(o * i));
+    view(s, scales, size_t(s.shape[0] * s.shape[1]));
+    stats_.reencoded += 2;
+  }
+
+  // One routed expert's projection: MXFP4 blocks shuffled into the release's pairs (exact), any
+  // other decodable type re-quantized.
+  void place_fp4(const ExpectedTensor& t, const ExpectedTensor& s, const gguf::TensorInfo& ti,
+                 int expert) {
+    const int64_t o = t.shape[0], i = t.shape[1] * 2, nb = i / 32;
+    uint8_t* packed = fresh(t);
+    uint8_t* scales = fresh(s);
+    if (ti.type == gguf::kMXFP4) {
+      // ggml's block: the UE8M0 byte, then element j in the low nibble of byte j and element
+      // j + 16 in its high nibble; the release: elements 2k, 2k+1 in the low, high nibble.
+      const uint8_t* src = files_.data(ti) + size_t(expert) * size_t(o * nb * 17);
+      for (int64_t b = 0; b < o * nb; ++b, src += 17) {
+        scales[b] = src[0];
+        auto code = [src](int e) { return e < 16 ? src[1 + e] & 15 : src[1 + e - 16] >> 4; };
+        for (int k = 0; k < 16; ++k)
+          packed[b * 16 + k] = uint8_t(code(2 * k) | code(2 * k + 1) << 4);
+      }
+    } else {
+      const std::vector<float> v = decode(ti, expert);
+      stats_.inexact_values += quantize_fp4(v.data(), o, i, packed, scales);
+    }
+    view(t, packed, size_t(o * i / 2));
+    view(s, scales, size_t(o * nb));
+    stats_.reencoded += 2;
+  }
+
+  const gguf::Files& files_;
+  const std::string& label_;
+  std::function<uint8_t*(size_t)> allocate_;
+  std::map<std::string, TensorView>& out_;
+  Checkpoint::LoadStats& stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path) {
+  std::unique_ptr<Checkpoint> ck(new Checkpoint());
+  ck->path_ = path;
+  ck->format_ = Format::kGguf;
+  gguf::Files files = gguf::open_files(path);
+  const gguf::Header& h = files.merged;
+  ck->config_ = gguf::config_from_gguf(h, path);
+  // The whole tokenizer.json when the file carries it (cedar's converter writes it), else the
+  // tokenizer rebuilt from llama.cpp's keys.
+  ck->tokenizer_json_ = gguf::has_key(h, "tokenizer.huggingface.json")
+                            ? std::string(gguf::get_string(h, "tokenizer.huggingface.json", path))
+                            : gguf::tokenizer_json_from_keys(h, path);
+  if (gguf::has_key(h, "deepseek41.engram.token_map"))
+    for (int64_t v : gguf::get_int_array(h, "deepseek41.engram.token_map", path))
+      ck->engram_token_map_.push_back(int32_t(v));
+
+  const std::vector<ExpectedTensor> expected = expected_tensors(ck->config_);
+  std::map<std::string, const ExpectedTensor*> by_name;
+  for (const ExpectedTensor& t : expected) by_name[t.name] = &t;
+  Placer placer(
+      files, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_, ck->stats_);
+  for (const ExpectedTensor& t : expected) {
+    if (t.name.ends_with(".scale")) continue;  // placed with its weight
+    const ExpectedTensor* scale = nullptr;
+    if (t.dtype == DType::F8_E4M3 || t.dtype == DType::I8) {
+      auto it = by_name.find(t.name.substr(0, t.name.size() - 7) + ".scale");  // ".weight"
+      if (!t.name.ends_with(".weight") || it == by_name.end())
+        throw std::runtime_error(path + ": quantized tensor '" + t.name + "' without a scale");
+      scale = it->second;
+    }
+    placer.place(t, scale);
+  }
+  ck->validate();
+  for (auto& f : files.files) ck->files_.push_back(std::move(f));  // the views point into them
+  return ck;
+}
+
+}  // namespace cedar

@@ -193,6 +193,36 @@ inline void put_dp(float* out, __m512 acc) {
   *out = kRound ? bf16_round(v) : v;
 }
 
+// Up to 16 consecutive outputs' accumulators, reduced together when full (hsum16x16: the same
+// bits as put_dp's hsum16 of each). A decode step's FP8/FP4 rows end every few units, and their
+// scalar reduction tails cost (gemm_bench gemv_l2, 1 thread, Zen 4: FP4 20.9 -> 24.1 GB/s, FP8
+// 29.7 -> 30.3).
+template <bool kRound>
+struct PendingSums {
+  alignas(64) __m512 acc[16];
+  int n = 0;
+  float* out = nullptr;  // where acc[0]'s result goes
+  void add(float* dst, __m512 a) {
+    if (n == 0) out = dst;
+    acc[n++] = a;
+    if (n == 16) flush();
+  }
+  void flush() {
+    if (n == 0) return;
+    for (int i = n; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    __m512 s = hsum16x16(acc);
+    if constexpr (kRound) {  // bf16_round lane by lane
+      const __m512i u = _mm512_castps_si512(s);
+      const __m512i odd = _mm512_and_si512(_mm512_mask_srli_epi32(u, __mmask16(0xffff), u, 16),
+                                           _mm512_set1_epi32(1));
+      const __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), odd);
+      s = _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(int(0xffff0000u))));
+    }
+    _mm512_mask_storeu_ps(out, __mmask16((1u << n) - 1), s);
+    n = 0;
+  }
+};
+
 // Unit u of M prepared rows against decoded weight vectors wv: scaled formats fold the unit's
 // sum into acc[m] with the block scales s; bf16 adds into acc[m] directly.
 template <class F, int M>
@@ -242,6 +272,7 @@ void gemv_dp(const typename F::Dec& dec, const float* act, int lda, int K, const
   using D = typename F::Dec;
   const size_t rb = F::row_bytes(K);
   typename F::RowScales sc(ws, K);
+  PendingSums<kRound> pend[M];
   for (int n = n0; n < n1; ++n) {
     const uint8_t* row = w + size_t(n) * rb;
     sc.row(n);
@@ -263,9 +294,14 @@ void gemv_dp(const typename F::Dec& dec, const float* act, int lda, int K, const
     };
     each_unit<F>(K, step, acc);
     CEDAR_UNROLL for (int m = 0; m < M; ++m) {
-      put_dp<kRound>(out + size_t(m) * ldo + (n - n0), sum_accs<NA>(acc, m));
+      float* o = out + size_t(m) * ldo + (n - n0);
+      if constexpr (F::kScaled)
+        pend[m].add(o, sum_accs<NA>(acc, m));
+      else  // (bf16: measured a little slower batched; its rows are long)
+        put_dp<kRound>(o, sum_accs<NA>(acc, m));
     }
   }
+  for (auto& p : pend) p.flush();
 }
 
 // ---- more rows: a decoded panel and register tiles ----

@@ -220,29 +220,56 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
   }
 }
 
-std::vector<float> decode_tensor(const Header& h, const uint8_t* file, const TensorInfo& t,
-                                 int expert, std::vector<int64_t>* shape) {
+namespace {
+
+// row 0 of the tensor (or of expert `expert`'s slice) and the rows it has
+const uint8_t* first_row(const Header& h, const uint8_t* file, const TensorInfo& t, int expert,
+                         uint64_t* rows) {
   const TypeInfo* ti = type_info(t.type);
   if (!decodable(t.type))
     throw std::runtime_error("tensor '" + std::string(t.name) + "' is " + ti->name +
                              ", which cedar does not decode yet");
-  uint64_t rows = t.ne[1] * t.ne[2] * t.ne[3];
-  const uint64_t row_bytes = t.ne[0] / uint64_t(ti->block_elems) * uint64_t(ti->block_bytes);
+  *rows = t.ne[1] * t.ne[2] * t.ne[3];
   const uint8_t* src = file + h.data_start + t.offset;
+  if (expert < 0) return src;
+  if (t.n_dims != 3 || uint64_t(expert) >= t.ne[2])
+    throw std::runtime_error("tensor '" + std::string(t.name) + "' has no expert " +
+                             std::to_string(expert));
+  *rows = t.ne[1];
+  return src + uint64_t(expert) * t.ne[1] * row_bytes(t);
+}
+
+}  // namespace
+
+uint64_t row_bytes(const TensorInfo& t) {
+  const TypeInfo* ti = type_info(t.type);
+  return t.ne[0] / uint64_t(ti->block_elems) * uint64_t(ti->block_bytes);
+}
+
+void decode_rows(const Header& h, const uint8_t* file, const TensorInfo& t, int expert, int64_t r0,
+                 int64_t n, float* dst) {
+  uint64_t rows = 0;
+  const uint8_t* src = first_row(h, file, t, expert, &rows);
+  if (r0 < 0 || n < 0 || uint64_t(r0 + n) > rows)
+    throw std::out_of_range("tensor '" + std::string(t.name) + "': rows " + std::to_string(r0) +
+                            " + " + std::to_string(n) + " of " + std::to_string(rows));
+  const uint64_t rb = row_bytes(t);
+  for (int64_t r = 0; r < n; ++r)
+    decode_row(t.type, src + uint64_t(r0 + r) * rb, int64_t(t.ne[0]), dst + r * int64_t(t.ne[0]));
+}
+
+std::vector<float> decode_tensor(const Header& h, const uint8_t* file, const TensorInfo& t,
+                                 int expert, std::vector<int64_t>* shape) {
+  uint64_t rows = 0;
+  first_row(h, file, t, expert, &rows);
   if (expert >= 0) {
-    if (t.n_dims != 3 || uint64_t(expert) >= t.ne[2])
-      throw std::runtime_error("tensor '" + std::string(t.name) + "' has no expert " +
-                               std::to_string(expert));
-    rows = t.ne[1];
-    src += uint64_t(expert) * rows * row_bytes;
     *shape = {int64_t(t.ne[1]), int64_t(t.ne[0])};
   } else {
     shape->clear();
     for (int d = t.n_dims - 1; d >= 0; --d) shape->push_back(int64_t(t.ne[d]));
   }
   std::vector<float> v(size_t(rows * t.ne[0]));
-  for (uint64_t r = 0; r < rows; ++r)
-    decode_row(t.type, src + r * row_bytes, int64_t(t.ne[0]), v.data() + r * t.ne[0]);
+  decode_rows(h, file, t, expert, 0, int64_t(rows), v.data());
   return v;
 }
 

@@ -20,6 +20,12 @@ bool decodable(uint32_t type);
 // type decodable() refuses or a ragged n.
 void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst);
 
+// Bytes of one row (ne[0] elements) of a tensor.
+uint64_t row_bytes(const TensorInfo& t);
+// Rows [r0, r0 + n) of a tensor (expert >= 0: of that expert's slice of a merged 3-D tensor),
+// each ne[0] floats, decoded into dst. Throws as decode_tensor does, and for rows it has not.
+void decode_rows(const Header& h, const uint8_t* file, const TensorInfo& t, int expert, int64_t r0,
+                 int64_t n, float* dst);
 // One tensor of a parsed file (`file`: the bytes parse_header read) decoded to fp32 in the release
 // shape (ggml's ne reversed); expert >= 0 picks that expert's [out, in] slice of a merged 3-D
 // tensor. Throws naming the tensor for a type decodable() refuses or a missing expert.

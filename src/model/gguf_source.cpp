@@ -12,12 +12,15 @@
 // every kernel sums identically) and the file gives the release's logits bit for bit. A value the
 // release formats cannot hold (a lossy or fine-tuned file) is rounded as the release's quantizer
 // rounds, and counted in load_stats().
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
 
+#include "base/thread_pool.h"
 #include "model/checkpoint.h"
 #include "model/gguf.h"
 #include "model/gguf_decode.h"
@@ -42,8 +45,13 @@ class Placer {
  public:
   Placer(const gguf::Files& files, const std::string& label,
          std::function<uint8_t*(size_t)> allocate, std::map<std::string, TensorView>& out,
-         Checkpoint::LoadStats& stats)
-      : files_(files), label_(label), allocate_(std::move(allocate)), out_(out), stats_(stats) {}
+         Checkpoint::LoadStats& stats, ThreadPool& pool)
+      : pool_(pool),
+        files_(files),
+        label_(label),
+        allocate_(std::move(allocate)),
+        out_(out),
+        stats_(stats) {}
 
   // t: a release tensor; scale: its ".scale" tensor for FP8/FP4 weights (nullptr otherwise).
   void place(const ExpectedTensor& t, const ExpectedTensor* scale) {
@@ -102,9 +110,24 @@ class Placer {
     return out_[t.name] = v;
   }
 
-  std::vector<float> decode(const gguf::TensorInfo& ti, int expert) const {
-    std::vector<int64_t> shape;
-    return gguf::decode_tensor(files_.header(ti), files_.file(ti), ti, expert, &shape);
+  // fn(r0, n, values) for groups of `group` rows of the tensor (or expert slice), decoded to fp32
+  // a group at a time (a release Engram table is 98 G values: never the whole tensor) on the
+  // pool's threads; fn counts what it could not hold exactly.
+  template <class Fn>
+  void each_group(const gguf::TensorInfo& ti, int expert, int64_t rows, int64_t group, Fn&& fn) {
+    const int64_t cols = int64_t(ti.ne[0]), n_groups = (rows + group - 1) / group;
+    std::atomic<int64_t> inexact{0};
+    pool_.parallel_for(n_groups, [&](int64_t g0, int64_t g1) {
+      std::vector<float> v(size_t(group * cols));
+      int64_t mine = 0;
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t r0 = g * group, n = std::min(group, rows - r0);
+        gguf::decode_rows(files_.header(ti), files_.file(ti), ti, expert, r0, n, v.data());
+        mine += fn(r0, n, v.data());
+      }
+      inexact += mine;
+    });
+    stats_.inexact_values += inexact.load();
   }
 
   uint8_t* fresh(const ExpectedTensor& t) {
@@ -125,30 +148,38 @@ class Placer {
       ++stats_.in_place;
       return;
     }
-    const std::vector<float> v = decode(ti, -1);
     uint8_t* dst = fresh(t);
-    if (t.dtype == DType::F32) {
-      std::memcpy(dst, v.data(), v.size() * 4);
-    } else {
-      for (size_t i = 0; i < v.size(); ++i) {
-        const uint16_t b = f32_to_bf16_bits(v[i]);
-        std::memcpy(dst + 2 * i, &b, 2);
-        stats_.inexact_values += bf16_to_f32(b) != v[i];
+    const int64_t cols = t.shape.back(), rows = int64_t(ti.elements()) / cols;
+    const size_t width = dtype_size(t.dtype);
+    each_group(ti, -1, rows, 64, [&](int64_t r0, int64_t n, const float* v) {
+      int64_t inexact = 0;
+      uint8_t* d = dst + size_t(r0 * cols) * width;
+      for (int64_t k = 0; k < n * cols; ++k) {
+        if (t.dtype == DType::F32) {
+          std::memcpy(d + 4 * k, v + k, 4);
+        } else {
+          const uint16_t b = f32_to_bf16_bits(v[k]);
+          std::memcpy(d + 2 * k, &b, 2);
+          inexact += bf16_to_f32(b) != v[k];
+        }
       }
-    }
-    view(t, dst, v.size() * dtype_size(t.dtype));
+      return inexact;
+    });
+    view(t, dst, size_t(rows * cols) * width);
     ++stats_.reencoded;
   }
 
   // FP8-role weights (32x32 blocks) and Engram tables (per row and 32 channels).
   void place_fp8(const ExpectedTensor& t, const ExpectedTensor& s, const gguf::TensorInfo& ti) {
-    const std::vector<float> v = decode(ti, -1);
     uint8_t* codes = fresh(t);
     uint8_t* scales = fresh(s);
     const int64_t o = t.shape[0], i = t.shape[1];
     const bool per_row = t.name.find(".engram.embed.") != std::string::npos;
-    stats_.inexact_values += per_row ? quantize_fp8_rows(v.data(), o, i, codes, scales)
-                                     : quantize_fp8_blocks(v.data(), o, i, codes, scales);
+    // 32-row groups: whole rows of 32x32 blocks, whose scales are rows of the scale tensor
+    each_group(ti, -1, o, 32, [&](int64_t r0, int64_t n, const float* v) {
+      return per_row ? quantize_fp8_rows(v, n, i, codes + r0 * i, scales + r0 * (i / 32))
+                     : quantize_fp8_blocks(v, n, i, codes + r0 * i, scales + r0 / 32 * s.shape[1]);
+    });
     view(t, codes, size_t(o * i));
     view(s, scales, size_t(s.shape[0] * s.shape[1]));
     stats_.reencoded += 2;
@@ -172,14 +203,16 @@ class Placer {
           packed[b * 16 + k] = uint8_t(code(2 * k) | code(2 * k + 1) << 4);
       }
     } else {
-      const std::vector<float> v = decode(ti, expert);
-      stats_.inexact_values += quantize_fp4(v.data(), o, i, packed, scales);
+      each_group(ti, expert, o, 32, [&](int64_t r0, int64_t n, const float* v) {
+        return quantize_fp4(v, n, i, packed + r0 * (i / 2), scales + r0 * nb);
+      });
     }
     view(t, packed, size_t(o * i / 2));
     view(s, scales, size_t(o * nb));
     stats_.reencoded += 2;
   }
 
+  ThreadPool& pool_;
   const gguf::Files& files_;
   const std::string& label_;
   std::function<uint8_t*(size_t)> allocate_;
@@ -208,8 +241,9 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path) {
   const std::vector<ExpectedTensor> expected = expected_tensors(ck->config_);
   std::map<std::string, const ExpectedTensor*> by_name;
   for (const ExpectedTensor& t : expected) by_name[t.name] = &t;
+  ThreadPool pool;  // the re-encoding runs on every core
   Placer placer(
-      files, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_, ck->stats_);
+      files, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_, ck->stats_, pool);
   for (const ExpectedTensor& t : expected) {
     if (t.name.ends_with(".scale")) continue;  // placed with its weight
     const ExpectedTensor* scale = nullptr;

@@ -195,13 +195,19 @@ class Placer {
     if (ti.type == gguf::kMXFP4) {
       // ggml's block: the UE8M0 byte, then element j in the low nibble of byte j and element
       // j + 16 in its high nibble; the release: elements 2k, 2k+1 in the low, high nibble.
-      const uint8_t* src = files_.data(ti) + size_t(expert) * size_t(o * nb * 17);
-      for (int64_t b = 0; b < o * nb; ++b, src += 17) {
-        scales[b] = src[0];
-        auto code = [src](int e) { return e < 16 ? src[1 + e] & 15 : src[1 + e - 16] >> 4; };
-        for (int k = 0; k < 16; ++k)
-          packed[b * 16 + k] = uint8_t(code(2 * k) | code(2 * k + 1) << 4);
-      }
+      const uint8_t* base = files_.data(ti) + size_t(expert) * size_t(o * nb * 17);
+      pool_.parallel_for(
+          o * nb,
+          [&](int64_t b0, int64_t b1) {
+            for (int64_t b = b0; b < b1; ++b) {
+              const uint8_t* src = base + b * 17;
+              scales[b] = src[0];
+              auto code = [src](int e) { return e < 16 ? src[1 + e] & 15 : src[1 + e - 16] >> 4; };
+              for (int k = 0; k < 16; ++k)
+                packed[b * 16 + k] = uint8_t(code(2 * k) | code(2 * k + 1) << 4);
+            }
+          },
+          4096);
     } else {
       each_group(ti, expert, o, 32, [&](int64_t r0, int64_t n, const float* v) {
         return quantize_fp4(v, n, i, packed + r0 * (i / 2), scales + r0 * nb);

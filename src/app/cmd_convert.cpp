@@ -35,9 +35,8 @@ int cmd_convert(int argc, char** argv) {
   }
   const std::string from = args.require("from"), to = args.require("to");
   GgufWriteOptions opt;
-  opt.type = args.get("type", "bf16");
-  if (opt.type != "bf16" && opt.type != "q8_0")
-    throw std::runtime_error("--type " + opt.type + ": bf16 (lossless) or q8_0");
+  const std::string type = args.get("type", "bf16");
+  opt.type = parse_gguf_write_type(type);  // before the model is opened
   const auto ck = Checkpoint::open(from);
   const std::string tok_json = ck->tokenizer_json();
   GgufTokenizerKeys keys = tokenizer_keys(tok_json, ck->config().vocab_size, from);
@@ -51,7 +50,7 @@ int cmd_convert(int argc, char** argv) {
     opt.split_max_tensors = size_t(split);
   }
   for (const std::string& p : write_gguf(*ck, keys, to, opt))
-    std::printf("wrote %s (dialect A, %s) from %s\n", p.c_str(), opt.type.c_str(), from.c_str());
+    std::printf("wrote %s (dialect A, %s) from %s\n", p.c_str(), type.c_str(), from.c_str());
   return 0;
 }
 

@@ -48,8 +48,9 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
   ModelConfig cfg;
   Checkpoint::LoadStats load;
   try {
-    cfg = gguf::config_from_gguf(h, path);
-    load = Checkpoint::open(path)->load_stats();  // every tensor placed and validated
+    const auto ck = Checkpoint::open(path);  // the config, every tensor placed and validated
+    cfg = ck->config();
+    load = ck->load_stats();
   } catch (const std::exception& e) {
     config_error = e.what();
   }

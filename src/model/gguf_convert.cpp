@@ -66,19 +66,9 @@ void fill_mxfp4(const Checkpoint& ck, const std::string& prefix, const std::stri
     const std::string base = prefix + std::to_string(e) + "." + proj;
     const TensorView& w = ck.get(base + ".weight");
     const TensorView& s = ck.get(base + ".scale");
-    const int64_t out = w.dim(0), in = w.dim(1) * 2, nb = in / 32;
-    for (int64_t r = 0; r < out; ++r)
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* src = w.data + r * (in / 2) + b * 16;  // elements 32b .. 32b+31 in pairs
-        uint8_t* blk = dst;
-        dst += 17;
-        blk[0] = s.data[r * nb + b];
-        for (int j = 0; j < 16; ++j) {
-          const uint8_t lo = j % 2 ? src[j / 2] >> 4 : src[j / 2] & 15;          // element j
-          const uint8_t hi = j % 2 ? src[8 + j / 2] >> 4 : src[8 + j / 2] & 15;  // element j+16
-          blk[1 + j] = uint8_t(lo | (hi << 4));
-        }
-      }
+    const int64_t out = w.dim(0), nb = w.dim(1) * 2 / 32;
+    for (int64_t b = 0; b < out * nb; ++b, dst += 17)  // row-major blocks on both sides
+      gguf::mxfp4_block_from_pairs(w.data + b * 16, s.data[b], dst);
   }
 }
 
@@ -115,11 +105,15 @@ GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
   return k;
 }
 
+GgufWriteType parse_gguf_write_type(const std::string& name) {
+  if (name == "bf16") return GgufWriteType::kBF16;
+  if (name == "q8_0") return GgufWriteType::kQ8_0;
+  throw std::runtime_error("--type " + name + ": bf16 (lossless) or q8_0");
+}
+
 std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
                                     const std::string& path, const GgufWriteOptions& opt) {
-  const bool q8 = opt.type == "q8_0";
-  if (!q8 && opt.type != "bf16")
-    throw std::runtime_error("convert: --type " + opt.type + ": bf16 or q8_0");
+  const bool q8 = opt.type == GgufWriteType::kQ8_0;
   const ModelConfig& cfg = ck.config();
   gguf::Writer w;
   gguf::write_config_keys(cfg, w);

@@ -35,10 +35,14 @@ struct GgufTokenizerKeys {
 GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
                                  const std::string& label);
 
+// kBF16: lossless (FP8 weights and the Engram table as the BF16 of their exact values);
+// kQ8_0: as the llama.cpp converter's staging file (those tensors as Q8_0, lossy)
+enum class GgufWriteType { kBF16, kQ8_0 };
+// "bf16" / "q8_0"; throws naming the value otherwise
+GgufWriteType parse_gguf_write_type(const std::string& name);
+
 struct GgufWriteOptions {
-  // "bf16": lossless (FP8 weights and the Engram table as the BF16 of their exact values);
-  // "q8_0": as the llama.cpp converter's staging file (those tensors as Q8_0, lossy)
-  std::string type = "bf16";
+  GgufWriteType type = GgufWriteType::kBF16;
   size_t split_max_tensors = 0;  // > 0: shards of at most that many tensors (Writer::write_split)
 };
 // Writes `ck` to `path` (via path.tmp) as dialect A: the config and tokenizer keys, the text

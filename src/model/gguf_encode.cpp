@@ -22,4 +22,16 @@ void encode_q8_0_row(const float* x, int64_t n, uint8_t* dst) {
   }
 }
 
+void mxfp4_block_from_pairs(const uint8_t* pairs, uint8_t scale, uint8_t* block) {
+  auto code = [pairs](int e) { return e % 2 ? pairs[e / 2] >> 4 : pairs[e / 2] & 15; };
+  block[0] = scale;
+  for (int j = 0; j < 16; ++j) block[1 + j] = uint8_t(code(j) | code(j + 16) << 4);
+}
+
+void mxfp4_block_to_pairs(const uint8_t* block, uint8_t* pairs, uint8_t* scale) {
+  auto code = [block](int e) { return e < 16 ? block[1 + e] & 15 : block[1 + e - 16] >> 4; };
+  *scale = block[0];
+  for (int k = 0; k < 16; ++k) pairs[k] = uint8_t(code(2 * k) | code(2 * k + 1) << 4);
+}
+
 }  // namespace cedar::gguf

@@ -1,7 +1,7 @@
-// Encoders of the GGUF block types `cedar convert` writes beyond the lossless forms (the inverse
-// of gguf_decode.h, ../shared/spec/v41-gguf.md §7). Q8_0 as llama.cpp's reference quantizer makes
-// it: per 32 values d = amax / 127, q = round-half-away(x / d) in fp32, d stored as fp16 (RNE),
-// so the stored values are fp16(d) · q.
+// Encoders of the GGUF block types `cedar convert` writes (the inverse of gguf_decode.h,
+// ../shared/spec/v41-gguf.md §7), and the MXFP4 block <-> release FP4 pairs repack both ways. Q8_0
+// as llama.cpp's reference quantizer makes it: per 32 values d = amax / 127, q = round-half-away(x
+// / d) in fp32, d stored as fp16 (RNE), so the stored values are fp16(d) · q.
 #pragma once
 
 #include <cstdint>
@@ -10,5 +10,12 @@ namespace cedar::gguf {
 
 // n (a multiple of 32) values -> n / 32 blocks of 34 bytes.
 void encode_q8_0_row(const float* x, int64_t n, uint8_t* dst);
+
+// One MXFP4 block of 17 bytes (ggml: the UE8M0 scale byte, then element j in the low nibble of
+// byte j and element j + 16 in its high nibble) from and to the release's 32 elements: 16 bytes of
+// E2M1 pairs (elements 2k, 2k + 1 in the low, high nibble of byte k) and their UE8M0 byte. The
+// same codes and scale both ways (exact).
+void mxfp4_block_from_pairs(const uint8_t* pairs, uint8_t scale, uint8_t* block);
+void mxfp4_block_to_pairs(const uint8_t* block, uint8_t* pairs, uint8_t* scale);
 
 }  // namespace cedar::gguf

@@ -25,6 +25,7 @@
 #include "model/gguf.h"
 #include "model/gguf_decode.h"
 #include "model/gguf_dialect.h"
+#include "model/gguf_encode.h"
 #include "model/gguf_files.h"
 #include "model/gguf_tokenizer.h"
 #include "model/weight_quant.h"
@@ -193,19 +194,12 @@ class Placer {
     uint8_t* packed = fresh(t);
     uint8_t* scales = fresh(s);
     if (ti.type == gguf::kMXFP4) {
-      // ggml's block: the UE8M0 byte, then element j in the low nibble of byte j and element
-      // j + 16 in its high nibble; the release: elements 2k, 2k+1 in the low, high nibble.
       const uint8_t* base = files_.data(ti) + size_t(expert) * size_t(o * nb * 17);
       pool_.parallel_for(
           o * nb,
           [&](int64_t b0, int64_t b1) {
-            for (int64_t b = b0; b < b1; ++b) {
-              const uint8_t* src = base + b * 17;
-              scales[b] = src[0];
-              auto code = [src](int e) { return e < 16 ? src[1 + e] & 15 : src[1 + e - 16] >> 4; };
-              for (int k = 0; k < 16; ++k)
-                packed[b * 16 + k] = uint8_t(code(2 * k) | code(2 * k + 1) << 4);
-            }
+            for (int64_t b = b0; b < b1; ++b)
+              gguf::mxfp4_block_to_pairs(base + b * 17, packed + b * 16, scales + b);
           },
           4096);
     } else {

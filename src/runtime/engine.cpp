@@ -26,12 +26,6 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   std::vector<int32_t> token_map = engram_token_map(*e->ckpt_, *e->tok_);
   e->pool_ = std::make_unique<ThreadPool>(opt.threads);
   e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map));
-  if ((e->plan_.streamed || e->plan_.engram_streamed) &&
-      e->ckpt_->format() == Checkpoint::Format::kGguf)
-    throw std::runtime_error(opt.model_dir +
-                             ": --mem-budget below the weights: streaming experts or Engram rows "
-                             "from a GGUF file is not supported yet (cedar re-encodes them in "
-                             "memory at load); use the safetensors form");
   if (e->plan_.streamed) {
     e->experts_ = std::make_unique<ExpertCache>(
         *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots,

@@ -93,6 +93,12 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
     return p;
   }
   if (p.budget > 0) fit_budget(p);
+  if (p.refusal.empty() && (p.streamed || p.engram_streamed) &&
+      ck.format() == Checkpoint::Format::kGguf)
+    p.refusal = ck.path() +
+                ": --mem-budget below the weights: streaming experts or Engram rows from a GGUF "
+                "file is not supported yet (cedar re-encodes them in memory at load); use the "
+                "safetensors form";
   return p;
 }
 

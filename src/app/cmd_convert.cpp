@@ -1,5 +1,6 @@
-// cedar convert --from MODEL --to FILE.gguf [--type bf16|q8_0] [--split-max-tensors N]: a model
-// (a release-layout directory, or a GGUF file) written as a dialect-A GGUF (model/gguf_convert.h;
+// cedar convert --from MODEL --to FILE.gguf [--type bf16|q8_0|q4_k|q2_k] [--split-max-tensors N]:
+// a model (a release-layout directory, or a GGUF file) written as a dialect-A GGUF
+// (model/gguf_convert.h;
 // ../shared/spec/v41-gguf.md §3), with the tokenizer keys of its tokenizer and the Engram token
 // map cedar builds from it. `bf16` is lossless.
 #include <cstdio>
@@ -20,8 +21,9 @@ int cmd_convert(int argc, char** argv) {
             {{"from", "f", true, "model directory in the release layout, or a GGUF file"},
              {"to", "o", true, "GGUF file to write"},
              {"type", "", true,
-              "bf16 (lossless; the default) or q8_0 (FP8 weights and the Engram table as Q8_0, "
-              "as llama.cpp's staging file)"},
+              "bf16 (lossless; the default), q8_0 (FP8 weights and the Engram table as Q8_0, "
+              "as llama.cpp's staging file), q4_k (those and the routed experts as Q4_K) or "
+              "q2_k (as Q2_K, the experts' down projections Q3_K)"},
              {"split-max-tensors", "", true,
               "write shards of at most N tensors (FILE-00001-of-0000K.gguf ..., as llama.cpp's "
               "gguf-split does)"},

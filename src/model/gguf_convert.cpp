@@ -9,9 +9,11 @@
 #include "base/json_limits.h"
 #include "model/checkpoint.h"
 #include "model/gguf.h"
+#include "model/gguf_decode.h"
 #include "model/gguf_dialect.h"
 #include "model/gguf_encode.h"
 #include "model/gguf_writer.h"
+#include "numerics/fp4.h"
 #include "numerics/fp8.h"
 
 namespace cedar {
@@ -72,6 +74,56 @@ void fill_mxfp4(const Checkpoint& ck, const std::string& prefix, const std::stri
   }
 }
 
+// The same projection's values (E2M1 code x its UE8M0 scale, exact) encoded row by row as
+// `type`, expert after expert.
+void fill_encoded_experts(const Checkpoint& ck, const std::string& prefix, const std::string& proj,
+                          int experts, uint32_t type, uint8_t* dst) {
+  for (int e = 0; e < experts; ++e) {
+    const std::string base = prefix + std::to_string(e) + "." + proj;
+    const TensorView& w = ck.get(base + ".weight");
+    const TensorView& s = ck.get(base + ".scale");
+    const int64_t out = w.dim(0), in = w.dim(1) * 2;
+    std::vector<float> x(static_cast<size_t>(in));
+    const size_t row = size_t(gguf::row_bytes(type, in));
+    for (int64_t r = 0; r < out; ++r, dst += row) {
+      for (int64_t c = 0; c < in; ++c) {
+        const uint8_t byte = w.data[(r * in + c) / 2];
+        x[size_t(c)] = e2m1_to_f32(c % 2 ? fp4_hi(byte) : fp4_lo(byte)) *
+                       ue8m0_to_f32(s.data[r * (in / 32) + c / 32]);
+      }
+      gguf::encode_row(type, x.data(), in, dst);
+    }
+  }
+}
+
+// What a tensor is for the type rules of the lossy write types: an FP8-role weight (the Engram
+// table included), or a routed expert's gate/up or down projection.
+enum class Role { kFp8, kGateUp, kDown };
+
+// The GGUF type of a tensor of row width `in` for a write type; 0 (the id of F32, never a lossy
+// choice) when the tensor keeps its lossless form. A K-quant needs rows of whole 256-value
+// blocks: narrower or ragged rows take what llama-quantize falls back to (Q4_K -> Q5_0; Q2_K
+// and Q3_K -> Q4_0, where current llama.cpp writes IQ4_NL, which cedar does not decode).
+uint32_t lossy_type(GgufWriteType type, Role role, int64_t in) {
+  uint32_t t = 0;
+  switch (type) {
+    case GgufWriteType::kBF16:
+      return 0;
+    case GgufWriteType::kQ8_0:
+      t = role == Role::kFp8 ? gguf::kQ8_0 : gguf::kMXFP4;
+      break;
+    case GgufWriteType::kQ4_K:
+      t = gguf::kQ4_K;
+      break;
+    case GgufWriteType::kQ2_K:
+      t = role == Role::kDown ? gguf::kQ3_K : gguf::kQ2_K;
+      break;
+  }
+  if ((t == gguf::kQ2_K || t == gguf::kQ3_K || t == gguf::kQ4_K) && in % 256 != 0)
+    t = t == gguf::kQ4_K ? gguf::kQ5_0 : gguf::kQ4_0;
+  return in % 32 == 0 ? t : 0;
+}
+
 }  // namespace
 
 // tokens (id -> string), token types and merges from a tokenizer.json
@@ -108,18 +160,33 @@ GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
 GgufWriteType parse_gguf_write_type(const std::string& name) {
   if (name == "bf16") return GgufWriteType::kBF16;
   if (name == "q8_0") return GgufWriteType::kQ8_0;
-  throw std::runtime_error("--type " + name + ": bf16 (lossless) or q8_0");
+  if (name == "q4_k") return GgufWriteType::kQ4_K;
+  if (name == "q2_k") return GgufWriteType::kQ2_K;
+  throw std::runtime_error("--type " + name + ": bf16 (lossless), q8_0, q4_k or q2_k");
+}
+
+const char* gguf_write_type_description(GgufWriteType type) {
+  switch (type) {
+    case GgufWriteType::kBF16:
+      return "BF16 (cedar convert: lossless)";
+    case GgufWriteType::kQ8_0:
+      return "Q8_0 (cedar convert: FP8 weights and the Engram table as Q8_0, experts MXFP4)";
+    case GgufWriteType::kQ4_K:
+      return "Q4_K (cedar convert: FP8 weights, the Engram table and the experts as Q4_K; rows "
+             "not of whole 256-value blocks as Q5_0)";
+    case GgufWriteType::kQ2_K:
+      return "Q2_K (cedar convert: FP8 weights, the Engram table and the experts' gate/up as "
+             "Q2_K, their down as Q3_K; rows not of whole 256-value blocks as Q4_0)";
+  }
+  return "";
 }
 
 std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
                                     const std::string& path, const GgufWriteOptions& opt) {
-  const bool q8 = opt.type == GgufWriteType::kQ8_0;
   const ModelConfig& cfg = ck.config();
   gguf::Writer w;
   gguf::write_config_keys(cfg, w);
-  w.add_string("general.file_type_name", q8 ? "Q8_0 (cedar convert: FP8 weights and the Engram "
-                                              "table as Q8_0, experts MXFP4)"
-                                            : "BF16 (cedar convert: lossless)");
+  w.add_string("general.file_type_name", gguf_write_type_description(opt.type));
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", "joyai-llm");  // what published V4.1 files carry
   w.add_string_array("tokenizer.ggml.tokens", tk.tokens);
@@ -150,9 +217,12 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
       const TensorView& w0 = ck.get(t.name);
       const int experts = cfg.experts_of(0);
       const uint64_t in = uint64_t(w0.dim(1)) * 2, out = uint64_t(w0.dim(0));
-      w.add_tensor(name, gguf::kMXFP4, {in, out, uint64_t(experts)},
-                   [&ck, prefix, proj, experts](uint8_t* dst) {
-                     fill_mxfp4(ck, prefix, proj, experts, dst);
+      uint32_t type = lossy_type(opt.type, proj == "w2" ? Role::kDown : Role::kGateUp, int64_t(in));
+      if (type == 0) type = gguf::kMXFP4;  // the release's own codes (a row is whole 32-blocks)
+      w.add_tensor(name, type, {in, out, uint64_t(experts)},
+                   [&ck, prefix, proj, experts, type](uint8_t* dst) {
+                     if (type == gguf::kMXFP4) return fill_mxfp4(ck, prefix, proj, experts, dst);
+                     fill_encoded_experts(ck, prefix, proj, experts, type, dst);
                    });
       continue;
     }
@@ -162,13 +232,16 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
       case DType::F8_E4M3: {
         const std::string scale = t.name.substr(0, t.name.size() - 7) + ".scale";  // ".weight"
         const Fp8Weight f{v, ck.get(scale)};
-        if (q8 && v.dim(1) % 32 == 0) {  // the staging file's rule: FP8 sources become Q8_0
-          w.add_tensor(name, gguf::kQ8_0, ne, [f](uint8_t* dst) {
+        // the staging file's rule: FP8 sources become Q8_0 (and K-quants in the lower rungs)
+        const uint32_t type = lossy_type(opt.type, Role::kFp8, v.dim(1));
+        if (type != 0) {
+          w.add_tensor(name, type, ne, [f, type](uint8_t* dst) {
             const int64_t in = f.w.dim(1);
+            const size_t row = size_t(gguf::row_bytes(type, in));
             std::vector<float> x(static_cast<size_t>(in));
             for (int64_t r = 0; r < f.w.dim(0); ++r) {
               f.row(r, x.data());
-              gguf::encode_q8_0_row(x.data(), in, dst + r * (in / 32) * 34);
+              gguf::encode_row(type, x.data(), in, dst + size_t(r) * row);
             }
           });
           break;

@@ -9,7 +9,11 @@
 //    in the high nibble of byte j, the same codes and values as the release's pairs;
 //  * BF16 and F32 tensors as they are.
 // `q8_0` writes what the llama.cpp converter's staging file holds: FP8 weights and the Engram table
-// as Q8_0 (lossy: int8 per 32 inputs with an fp16 scale), the rest as above.
+// as Q8_0 (lossy: int8 per 32 inputs with an fp16 scale), the rest as above. `q4_k` and `q2_k`
+// write K-quant rungs (lossy, cedar's quantizers: gguf_encode.h): FP8 weights, the Engram table
+// and the routed experts as Q4_K, or as Q2_K with the experts' down projections as Q3_K (the
+// published Q2_K rung's expert and Engram types); rows that are not whole 256-value blocks as
+// llama-quantize falls back (Q5_0, Q4_0). BF16/F32 tensors stay as stored in every type.
 // The DSpark stages and the vision tower are not part of a text GGUF (they are sidecars) and are
 // left out.
 #pragma once
@@ -36,10 +40,13 @@ GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
                                  const std::string& label);
 
 // kBF16: lossless (FP8 weights and the Engram table as the BF16 of their exact values);
-// kQ8_0: as the llama.cpp converter's staging file (those tensors as Q8_0, lossy)
-enum class GgufWriteType { kBF16, kQ8_0 };
-// "bf16" / "q8_0"; throws naming the value otherwise
+// kQ8_0: as the llama.cpp converter's staging file (those tensors as Q8_0, lossy); kQ4_K, kQ2_K:
+// the K-quant rungs above
+enum class GgufWriteType { kBF16, kQ8_0, kQ4_K, kQ2_K };
+// "bf16" / "q8_0" / "q4_k" / "q2_k"; throws naming the value otherwise
 GgufWriteType parse_gguf_write_type(const std::string& name);
+// general.file_type_name of a file written with the type
+const char* gguf_write_type_description(GgufWriteType type);
 
 struct GgufWriteOptions {
   GgufWriteType type = GgufWriteType::kBF16;

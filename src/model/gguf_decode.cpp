@@ -34,6 +34,17 @@ void q4_0(const uint8_t* b, float* y) {
   }
 }
 
+// block_q5_0 {d; qh[4]; qs[16]}: nibbles as Q4_0, bit 4 of element j in bit j of qh, minus 16
+void q5_0(const uint8_t* b, float* y) {
+  const float d = f16_at(b);
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(int((b[6 + j] & 15) | ((qh >> j) & 1) << 4) - 16);
+    y[j + 16] = d * float(int((b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16);
+  }
+}
+
 // block_mxfp4 {e; qs[16]}: the doubled E2M1 value times 2^(e - 128) (= the OCP value times
 // 2^(e - 127)); element j low nibble of qs[j], j + 16 its high nibble. e = 255 (NaN) gives NaN.
 void mxfp4(const uint8_t* b, float* y) {
@@ -149,6 +160,7 @@ bool decodable(uint32_t type) {
     case 0:   // F32
     case 1:   // F16
     case 2:   // Q4_0
+    case 6:   // Q5_0
     case 8:   // Q8_0
     case 10:  // Q2_K
     case 11:  // Q3_K
@@ -198,6 +210,9 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
       case 2:
         q4_0(b, y);
         break;
+      case 6:
+        q5_0(b, y);
+        break;
       case 39:
         mxfp4(b, y);
         break;
@@ -241,10 +256,13 @@ const uint8_t* first_row(const Header& h, const uint8_t* file, const TensorInfo&
 
 }  // namespace
 
-uint64_t row_bytes(const TensorInfo& t) {
-  const TypeInfo* ti = type_info(t.type);
-  return t.ne[0] / uint64_t(ti->block_elems) * uint64_t(ti->block_bytes);
+uint64_t row_bytes(uint32_t type, int64_t n) {
+  const TypeInfo* ti = type_info(type);
+  if (!ti) throw std::invalid_argument("GGUF type " + std::to_string(type) + " is unknown");
+  return uint64_t(n) / uint64_t(ti->block_elems) * uint64_t(ti->block_bytes);
 }
+
+uint64_t row_bytes(const TensorInfo& t) { return row_bytes(t.type, int64_t(t.ne[0])); }
 
 void decode_rows(const Header& h, const uint8_t* file, const TensorInfo& t, int expert, int64_t r0,
                  int64_t n, float* dst) {

@@ -20,8 +20,9 @@ bool decodable(uint32_t type);
 // type decodable() refuses or a ragged n.
 void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst);
 
-// Bytes of one row (ne[0] elements) of a tensor.
+// Bytes of one row (ne[0] elements) of a tensor; of n elements of a type (whole blocks).
 uint64_t row_bytes(const TensorInfo& t);
+uint64_t row_bytes(uint32_t type, int64_t n);
 // Rows [r0, r0 + n) of a tensor (expert >= 0: of that expert's slice of a merged 3-D tensor),
 // each ne[0] floats, decoded into dst. Throws as decode_tensor does, and for rows it has not.
 void decode_rows(const Header& h, const uint8_t* file, const TensorInfo& t, int expert, int64_t r0,

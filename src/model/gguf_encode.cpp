@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "model/gguf.h"
 #include "numerics/fp16.h"
 
 namespace cedar::gguf {
@@ -19,6 +20,190 @@ void encode_q8_0_row(const float* x, int64_t n, uint8_t* dst) {
     const uint16_t h = f32_to_f16(d);
     std::memcpy(dst, &h, 2);
     for (int i = 0; i < 32; ++i) dst[2 + i] = uint8_t(int8_t(std::round(x[i] * id)));
+  }
+}
+
+namespace {
+
+void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// The value an fp16 field actually holds (what the decoder multiplies by).
+float f16_rounded(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+int round_clamp(float v, int lo, int hi) { return std::clamp(int(std::nearbyint(v)), lo, hi); }
+
+// The element of the largest magnitude, with its sign (the first one on ties).
+float signed_extreme(const float* x, int n) {
+  float e = 0.0f;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > std::fabs(e)) e = x[i];
+  return e;
+}
+
+// A symmetric 32-value block d · (q − bias), q in [0, 2·bias): the element of the largest
+// magnitude maps to q = 0 (the value −bias · d), so no value is clipped.
+float symmetric_block(const float* x, int bias, int* q) {
+  const float d = f16_rounded(signed_extreme(x, 32) / float(-bias));
+  for (int i = 0; i < 32; ++i)
+    q[i] = d != 0.0f ? round_clamp(x[i] / d, -bias, bias - 1) + bias : bias;
+  return d;
+}
+
+// Scale and min of an asymmetric sub-block, value = scale · q − min with q in [0, qmax]: the range
+// [min(0, lo), hi] spread over the levels (min >= 0, so zero is inside the range).
+void range_of(const float* x, int n, int qmax, float* scale, float* min) {
+  float lo = 0.0f, hi = -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  *min = -lo;
+  *scale = std::max(0.0f, hi - lo) / float(qmax);
+}
+
+// Quants of an asymmetric sub-block once its stored scale (d · sc) and min (dmin · m) are fixed.
+void asymmetric_quants(const float* x, int n, float step, float offset, int qmax, uint8_t* q) {
+  for (int i = 0; i < n; ++i)
+    q[i] = uint8_t(step > 0.0f ? round_clamp((x[i] + offset) / step, 0, qmax) : 0);
+}
+
+// Super-block scales of K-quants: the 6- (or 4-) bit sub-block codes of `v` over their maximum.
+float super_scale(const float* v, int n, int levels, int* codes) {
+  float mx = 0.0f;
+  for (int j = 0; j < n; ++j) mx = std::max(mx, v[j]);
+  const float d = f16_rounded(mx / float(levels));
+  for (int j = 0; j < n; ++j) codes[j] = d > 0.0f ? round_clamp(v[j] / d, 0, levels) : 0;
+  return d;
+}
+
+// ref: ggml-common.h block_q4_0 {d; qs[16]}
+void q4_0_block(const float* x, uint8_t* b) {
+  int q[32];
+  put_f16(b, symmetric_block(x, 8, q));
+  for (int j = 0; j < 16; ++j) b[2 + j] = uint8_t(q[j] | q[j + 16] << 4);
+}
+
+// ref: ggml-common.h block_q5_0 {d; qh[4]; qs[16]}: bit 4 of element j in bit j of qh
+void q5_0_block(const float* x, uint8_t* b) {
+  int q[32];
+  put_f16(b, symmetric_block(x, 16, q));
+  uint32_t qh = 0;
+  for (int j = 0; j < 32; ++j) qh |= uint32_t(q[j] >> 4) << j;
+  std::memcpy(b + 2, &qh, 4);
+  for (int j = 0; j < 16; ++j) b[6 + j] = uint8_t((q[j] & 15) | (q[j + 16] & 15) << 4);
+}
+
+// ref: ggml-common.h block_q2_K {scales[16]; qs[64]; d; dmin}; sixteen 16-value sub-blocks
+void q2_k_block(const float* x, uint8_t* b) {
+  float scale[16], min[16];
+  for (int j = 0; j < 16; ++j) range_of(x + 16 * j, 16, 3, &scale[j], &min[j]);
+  int sc[16], m[16];
+  const float d = super_scale(scale, 16, 15, sc), dmin = super_scale(min, 16, 15, m);
+  uint8_t q[256];
+  for (int j = 0; j < 16; ++j) {
+    asymmetric_quants(x + 16 * j, 16, d * float(sc[j]), dmin * float(m[j]), 3, q + 16 * j);
+    b[j] = uint8_t(sc[j] | m[j] << 4);
+  }
+  // value 128h + 32p + 16half + l sits in bit pair p of qs[32h + 16half + l]
+  std::memset(b + 16, 0, 64);
+  for (int i = 0; i < 256; ++i) {
+    const int h = i / 128, p = i % 128 / 32, k = i % 32;
+    b[16 + 32 * h + k] |= uint8_t(q[i] << (2 * p));
+  }
+  put_f16(b + 80, d);
+  put_f16(b + 82, dmin);
+}
+
+// ref: ggml-common.h block_q3_K {hmask[32]; qs[64]; scales[12]; d}: sixteen 16-value
+// sub-blocks with signed 6-bit scales and quants in [-4, 3]
+void q3_k_block(const float* x, uint8_t* b) {
+  float scale[16];
+  float big = 0.0f;  // the sub-block scale of the largest magnitude, signed
+  for (int j = 0; j < 16; ++j) {
+    scale[j] = signed_extreme(x + 16 * j, 16) / -4.0f;  // the extreme maps to q = -4
+    if (std::fabs(scale[j]) > std::fabs(big)) big = scale[j];
+  }
+  const float d = f16_rounded(big / -32.0f);  // that scale's code is -32
+  std::memset(b, 0, 110);
+  for (int j = 0; j < 16; ++j) {
+    const int sc = d != 0.0f ? round_clamp(scale[j] / d, -32, 31) : 0;
+    const int u = sc + 32;
+    b[96 + j % 8] |= uint8_t((u & 15) << (j < 8 ? 0 : 4));
+    b[96 + 8 + j % 4] |= uint8_t((u >> 4) << (2 * (j / 4)));
+    const float step = d * float(sc);
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * j + l;  // sub-block j = 8h + 2p + half covers 128h + 32p + 16half + l
+      const int q = step != 0.0f ? round_clamp(x[i] / step, -4, 3) : 0;
+      const int h = i / 128, p = i % 128 / 32, k = i % 32, u3 = q + 4;
+      b[32 + 32 * h + k] |= uint8_t((u3 & 3) << (2 * p));
+      b[k] |= uint8_t((u3 >> 2) << (4 * h + p));
+    }
+  }
+  put_f16(b + 108, d);
+}
+
+// ref: ggml-common.h block_q4_K {d; dmin; scales[12]; qs[128]}: eight 32-value sub-blocks with
+// 6-bit scales and mins packed as k_scale_min reads them
+void q4_k_block(const float* x, uint8_t* b) {
+  float scale[8], min[8];
+  for (int j = 0; j < 8; ++j) range_of(x + 32 * j, 32, 15, &scale[j], &min[j]);
+  int sc[8], m[8];
+  const float d = super_scale(scale, 8, 63, sc), dmin = super_scale(min, 8, 63, m);
+  put_f16(b, d);
+  put_f16(b + 2, dmin);
+  uint8_t* s = b + 4;
+  for (int j = 0; j < 4; ++j) {
+    s[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
+    s[j + 4] = uint8_t(m[j] | (m[j + 4] >> 4) << 6);
+    s[j + 8] = uint8_t((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+  }
+  uint8_t q[256];
+  for (int j = 0; j < 8; ++j)
+    asymmetric_quants(x + 32 * j, 32, d * float(sc[j]), dmin * float(m[j]), 15, q + 32 * j);
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l)
+      b[16 + 32 * c + l] = uint8_t(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+}
+
+}  // namespace
+
+bool encodable(uint32_t type) {
+  for (uint32_t t : {kQ8_0, kQ4_0, kQ5_0, kQ2_K, kQ3_K, kQ4_K})
+    if (type == t) return true;
+  return false;
+}
+
+void encode_row(uint32_t type, const float* x, int64_t n, uint8_t* dst) {
+  const TypeInfo* t = type_info(type);
+  if (!t || !encodable(type))
+    throw std::invalid_argument("GGUF type " + std::to_string(type) + " has no encoder here");
+  if (n % t->block_elems)
+    throw std::invalid_argument(std::string(t->name) + ": a row of " + std::to_string(n) +
+                                " elements is not whole blocks");
+  if (type == kQ8_0) return encode_q8_0_row(x, n, dst);
+  for (int64_t i = 0; i < n / t->block_elems; ++i) {
+    const float* v = x + i * t->block_elems;
+    uint8_t* b = dst + i * t->block_bytes;
+    switch (type) {
+      case kQ4_0:
+        q4_0_block(v, b);
+        break;
+      case kQ5_0:
+        q5_0_block(v, b);
+        break;
+      case kQ2_K:
+        q2_k_block(v, b);
+        break;
+      case kQ3_K:
+        q3_k_block(v, b);
+        break;
+      case kQ4_K:
+        q4_k_block(v, b);
+        break;
+    }
   }
 }
 

@@ -55,6 +55,16 @@ check "q8_0: types" grep -q "Q8_0" <("$CEDAR_BIN" inspect --model "$WORK/q8.gguf
 check "q8_0: counted" grep -Eq "re-encoded .* [1-9][0-9]* values not exactly representable" \
   <("$CEDAR_BIN" inspect --model "$WORK/q8.gguf")
 check "q8_0: runs" "$CEDAR_BIN" logits -m "$WORK/q8.gguf" --ids-file "$WORK/ids" --out "$WORK/q.npy"
+# the K-quant rungs: 256-wide rows (wo_a here) as the K-quant, the tiny preset's 128- and 64-wide
+# rows as llama-quantize's fallbacks; loaded and run like any file
+for rung in "q4_k Q4_K Q5_0" "q2_k Q2_K Q4_0"; do
+  read -r q kq fallback <<<"$rung"
+  "$CEDAR_BIN" convert --from "$M" --to "$WORK/$q.gguf" --type "$q" >/dev/null
+  "$CEDAR_BIN" inspect --model "$WORK/$q.gguf" >"$WORK/$q.txt"
+  check "$q: $kq" grep -Eq "^ +$kq " "$WORK/$q.txt"
+  check "$q: $fallback" grep -Eq "^ +$fallback " "$WORK/$q.txt"
+  check "$q: runs" "$CEDAR_BIN" run -m "$WORK/$q.gguf" --raw -p "The quick brown" --temp 0 -n 4
+done
 # a split model (gguf-split's layout): the same logits from any shard's name; a missing shard and a
 # shard under a plain name are refused
 "$CEDAR_BIN" convert --from "$M" --to "$WORK/split.gguf" --split-max-tensors 60 >"$WORK/split.txt"

@@ -37,6 +37,7 @@ std::vector<uint8_t> random_blocks(uint32_t type, int blocks, unsigned seed) {
     switch (type) {
       case gguf::kQ8_0:
       case 2:  // Q4_0
+      case 6:  // Q5_0
         fix_half(o);
         break;
       case 10:  // Q2_K: d, dmin at 80, 82
@@ -132,8 +133,9 @@ TEST(GgufDecode, KQuantsMatchTheFormatDefinitionsElementByElement) {
 }
 
 TEST(GgufDecode, SmallBlocksMatchTheirDefinitions) {
-  // Q8_0: d * q; Q4_0: d * (nibble - 8); MXFP4: doubled E2M1 * 2^(e-128), j and j+16 share a byte
-  for (uint32_t type : {8u, 2u, 39u}) {
+  // Q8_0: d * q; Q4_0: d * (nibble - 8); Q5_0: d * (nibble + 16 * bit - 16), the fifth bit of
+  // element i in bit i of the 32-bit qh; MXFP4: doubled E2M1 * 2^(e-128); j and j+16 share a byte
+  for (uint32_t type : {8u, 2u, 6u, 39u}) {
     const auto b = random_blocks(type, 5, 7 + type);
     std::vector<float> y(5 * 32);
     decode_row(type, b.data(), 160, y.data());
@@ -149,6 +151,11 @@ TEST(GgufDecode, SmallBlocksMatchTheirDefinitions) {
         } else if (type == 2) {
           const int nib = i < 16 ? p[2 + i] & 15 : p[2 + i - 16] >> 4;
           want = half(p) * float(nib - 8);
+        } else if (type == 6) {
+          const int nib = i < 16 ? p[6 + i] & 15 : p[6 + i - 16] >> 4;
+          const uint32_t qh =
+              uint32_t(p[2]) | uint32_t(p[3]) << 8 | uint32_t(p[4]) << 16 | uint32_t(p[5]) << 24;
+          want = half(p) * float(nib + 16 * int((qh >> i) & 1) - 16);
         } else {
           const int nib = i < 16 ? p[1 + i] & 15 : p[1 + i - 16] >> 4;
           want = kDoubled[nib] * std::ldexp(1.0f, int(p[0]) - 128);

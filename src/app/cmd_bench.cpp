@@ -238,7 +238,8 @@ void print_machine(const Machine& m, long long passes, int threads) {
 int cmd_bench(int argc, char** argv) {
   Args args(
       "bench",
-      {{"model", "m", true, "model directory or GGUF file (required; e.g. from make-model --preset small)"},
+      {{"model", "m", true,
+        "model directory or GGUF file (required; e.g. from make-model --preset small)"},
        {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
        {"gen", "", true, "decode steps timed after each prompt (default 32)"},
        {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
@@ -338,6 +339,8 @@ int cmd_bench(int argc, char** argv) {
   auto engine = runtime::Engine::load(eo);
   const ModelConfig& cfg = engine->config();
   const Transformer& model = engine->model();
+  // a GGUF model's block weights count as stored
+  const std::map<std::string, int64_t> stored = bench::stored_bytes(engine->checkpoint());
   for (int64_t n : sizes)
     if (n + gen > cfg.max_position_embeddings && cfg.max_position_embeddings > 0)
       throw std::runtime_error("--prompt " + std::to_string(n) + " + --gen exceeds " +
@@ -473,7 +476,7 @@ int cmd_bench(int argc, char** argv) {
     const double bw_during = during_bw(bw_between);
     const double step_med = bench::median(step_s);
     const int64_t ctx_mid = n + gen / 2;
-    const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid);
+    const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid, stored);
     const double dec_tok_s = 1.0 / step_med;
     const double achieved_bw = double(tr.total()) * dec_tok_s;
     const bench::PrefillFlops dfl = bench::decode_flops(cfg, ctx_mid);
@@ -615,7 +618,7 @@ int cmd_bench(int argc, char** argv) {
     const double rate = double(B) / med;
     if (base_rate == 0) base_rate = rate;
     const int64_t ctx_mid = batch_state.n_tokens + gen / 2;
-    const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid);
+    const bench::DecodeTraffic tr = bench::decode_traffic(cfg, ctx_mid, stored);
     // the routed experts a pass actually read: B rows pick up to B x k distinct ones per layer
     const double runs_per_pass = double(expert_runs) / double(std::max<long long>(1, gen));
     const double bytes = double(tr.weights_of_pass(runs_per_pass)) + double(B) * double(tr.kv());

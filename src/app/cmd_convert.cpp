@@ -39,7 +39,8 @@ int cmd_convert(int argc, char** argv) {
   GgufWriteOptions opt;
   const std::string type = args.get("type", "bf16");
   opt.type = parse_gguf_write_type(type);  // before the model is opened
-  const auto ck = Checkpoint::open(from);
+  // the release tensors themselves: GGUF block weights re-encoded, not left in place
+  const auto ck = Checkpoint::open(from, {.blocks_in_place = false});
   const std::string tok_json = ck->tokenizer_json();
   GgufTokenizerKeys keys = tokenizer_keys(tok_json, ck->config().vocab_size, from);
   if (!ck->config().engram_layer_ids.empty())

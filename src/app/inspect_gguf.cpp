@@ -69,6 +69,8 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
       j["load"] = {{"in_place", load.in_place},
                    {"reencoded", load.reencoded},
                    {"reencoded_bytes", load.reencoded_bytes},
+                   {"block_weights", load.blocks},
+                   {"block_bytes", load.block_bytes},
                    {"inexact_values", load.inexact_values}};
     } else
       j["config_error"] = config_error;
@@ -92,10 +94,11 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
       cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim,
       cfg.num_experts_per_tok, cfg.n_routed_experts, (long long)cfg.vocab_size);
   std::printf(
-      "load: %lld tensors in place, %lld re-encoded into the release formats (%.3f MB), "
-      "%lld values not exactly representable (%s)\n",
-      (long long)load.in_place, (long long)load.reencoded, double(load.reencoded_bytes) / 1e6,
-      (long long)load.inexact_values,
+      "load: %lld tensors in place, %lld weights computed in place as GGUF blocks (%.3f MB), "
+      "%lld re-encoded into the release formats (%.3f MB), %lld values not exactly "
+      "representable (%s)\n",
+      (long long)load.in_place, (long long)load.blocks, double(load.block_bytes) / 1e6,
+      (long long)load.reencoded, double(load.reencoded_bytes) / 1e6, (long long)load.inexact_values,
       load.inexact_values ? "rounded as the release's quantizers round"
                           : "none: every value kept exactly");
   return 0;

@@ -46,7 +46,32 @@ const float* f32_vec(ModelWeights& W, const Checkpoint& ck, const std::string& n
   return reinterpret_cast<const float*>(aligned(W, need(ck, name, DType::F32, shape)));
 }
 
-// `prefix.weight` (+ `prefix.scale` when quantized); the format follows the stored dtype.
+// The kernel format of a GGUF block weight (the ggml type ids of model/gguf.h).
+Linear::Kind block_kind(uint32_t ggml_type, const std::string& prefix) {
+  switch (ggml_type) {
+    case 8:
+      return Linear::Kind::Q8_0;
+    case 2:
+      return Linear::Kind::Q4_0;
+    case 6:
+      return Linear::Kind::Q5_0;
+    case 10:
+      return Linear::Kind::Q2_K;
+    case 11:
+      return Linear::Kind::Q3_K;
+    case 12:
+      return Linear::Kind::Q4_K;
+    case 13:
+      return Linear::Kind::Q5_K;
+    case 14:
+      return Linear::Kind::Q6_K;
+  }
+  throw std::runtime_error("tensor " + prefix + ".weight: GGUF type " + std::to_string(ggml_type) +
+                           " has no kernel family");
+}
+
+// `prefix.weight` (+ `prefix.scale` when quantized), or a GGUF block weight; the format follows
+// the stored dtype.
 Linear linear(ModelWeights& W, const Checkpoint& ck, const std::string& prefix, int out, int in) {
   Linear L;
   L.name = prefix;
@@ -54,6 +79,16 @@ Linear linear(ModelWeights& W, const Checkpoint& ck, const std::string& prefix, 
   L.in = in;
   // Quantized projections are stored as `prefix` + `prefix.scale` (spec §13); bf16/f32 ones as
   // `prefix.weight`. Accept either spelling for the weight.
+  if (const Checkpoint::BlockWeight* b = ck.block_weight(prefix + ".weight")) {
+    if (b->out != out || b->in != in || in % 32)
+      throw std::runtime_error("tensor " + prefix + ".weight: GGUF blocks [" +
+                               std::to_string(b->out) + ", " + std::to_string(b->in) +
+                               "], expected [" + std::to_string(out) + ", " + std::to_string(in) +
+                               "]");
+    L.kind = block_kind(b->ggml_type, prefix);
+    L.w = b->data;
+    return L;
+  }
   const std::string wn = ck.has(prefix + ".weight") ? prefix + ".weight" : prefix;
   const TensorView& t = ck.get(wn);
   switch (t.dtype) {

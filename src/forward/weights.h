@@ -16,10 +16,12 @@ namespace cedar {
 
 // One projection weight [out, in] in whichever format the checkpoint stores it.
 struct Linear {
-  enum class Kind { FP8, FP4, BF16, F32, FP8W };  // in WeightFormat order
+  // in WeightFormat order; Q8_0 .. Q6_K: ggml blocks from a GGUF file, computed in place
+  enum class Kind { FP8, FP4, BF16, F32, FP8W, Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
   Kind kind = Kind::BF16;
   int out = 0, in = 0;
-  const uint8_t* w = nullptr;      // FP8 codes [out, in] | packed E2M1 [out, in/2] | bf16 | f32
+  // FP8 codes [out, in] | packed E2M1 [out, in/2] | bf16 | f32 | out rows of ggml blocks
+  const uint8_t* w = nullptr;
   const uint8_t* scale = nullptr;  // UE8M0 [ceil(out/32), in/32] (FP8) | [out, in/32] (FP4)
   std::string name;
 
@@ -32,7 +34,10 @@ static_assert(int(Linear::Kind::FP8) == int(WeightFormat::kFP8) &&
               int(Linear::Kind::FP4) == int(WeightFormat::kFP4) &&
               int(Linear::Kind::BF16) == int(WeightFormat::kBF16) &&
               int(Linear::Kind::F32) == int(WeightFormat::kF32) &&
-              int(Linear::Kind::FP8W) == int(WeightFormat::kFP8W));
+              int(Linear::Kind::FP8W) == int(WeightFormat::kFP8W) &&
+              int(Linear::Kind::Q8_0) == int(WeightFormat::kQ8_0) &&
+              int(Linear::Kind::Q6_K) == int(WeightFormat::kQ6_K) &&
+              int(Linear::Kind::Q6_K) + 1 == kWeightFormats);
 
 struct ExpertWeights {
   Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]

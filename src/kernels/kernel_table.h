@@ -1,8 +1,8 @@
 // KernelTable: the kernel socket of the forward pass (DESIGN.md, EXAMPLES.md §7.3 and §10). One
 // table per instruction set -- "ref" (the scalar reference-mode kernels, the oracle of
-// docs/NUMERICS.md), "avx2", "avx512", "avx512bf16" -- chosen once at start-up (select.cpp) and passed by
-// reference to every module. Names match the reference kernel.py where one exists. Every kernel
-// is single-threaded over the range it is given; the modules split work across threads, so a
+// docs/NUMERICS.md), "avx2", "avx512", "avx512bf16" -- chosen once at start-up (select.cpp) and
+// passed by reference to every module. Names match the reference kernel.py where one exists. Every
+// kernel is single-threaded over the range it is given; the modules split work across threads, so a
 // kernel never sees the thread count. Activations are carried as fp32 arrays holding bf16 values.
 //
 // Fidelity (docs/NUMERICS.md "Fast kernels"): the quantizers, rope and top-k of every table are
@@ -31,8 +31,20 @@ enum class WeightFormat : int {
   // exact decoded E4M3 x scale rounded through bf16 (exact for any scale above 2^-124), and the
   // product is the bf16-weight one (fp32 out). Read in FP8: half the bytes of a bf16 copy.
   kFP8W = 4,
+  // An FP8- or FP4-role weight that a GGUF file stores as ggml blocks, computed in place
+  // (kernels/ggml_blocks.h; docs/NUMERICS.md "GGUF weights in place"): [N, K] as N rows of K /
+  // block_elems blocks, no separate scale. The product keeps the FP8/FP4 semantics: act_quant'ed
+  // activations, 32-wide K blocks summed and accumulated in fp32, a bf16 result.
+  kQ8_0 = 5,
+  kQ4_0 = 6,
+  kQ5_0 = 7,
+  kQ2_K = 8,
+  kQ3_K = 9,
+  kQ4_K = 10,
+  kQ5_K = 11,
+  kQ6_K = 12,
 };
-constexpr int kWeightFormats = 5;
+constexpr int kWeightFormats = 13;
 
 // One weight format's kernel family (the llama.cpp "type traits" idea): how an activation row is
 // prepared -- once per row, in the encoding the family's product wants -- and the product itself.
@@ -127,9 +139,9 @@ struct KernelTable {
   void (*topk)(const float* v, int n, int k, int* out);
 };
 
-// The table named `name` ("ref", "avx2", "avx512", "avx512bf16"); empty: CEDAR_KERNELS if set, else the best
-// table this CPU supports. Throws std::runtime_error naming the value for an unknown name or a
-// table the CPU cannot run.
+// The table named `name` ("ref", "avx2", "avx512", "avx512bf16"); empty: CEDAR_KERNELS if set, else
+// the best table this CPU supports. Throws std::runtime_error naming the value for an unknown name
+// or a table the CPU cannot run.
 const KernelTable& choose_kernels(std::string_view name = {});
 // Every table compiled in that this CPU can run, ref first (the tests iterate these).
 std::vector<const KernelTable*> supported_kernel_tables();

@@ -112,9 +112,14 @@ const TensorView& Checkpoint::get(const std::string& name) const {
   return it->second;
 }
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path) {
+const Checkpoint::BlockWeight* Checkpoint::block_weight(const std::string& name) const {
+  auto it = blocks_.find(name);
+  return it == blocks_.end() ? nullptr : &it->second;
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::open(const std::string& path, const OpenOptions& opt) {
   if (fs::is_directory(path)) return open_directory(path);
-  if (gguf::is_gguf_file(path)) return open_gguf(path);
+  if (gguf::is_gguf_file(path)) return open_gguf(path, opt);
   if (!fs::exists(path)) throw std::runtime_error(path + ": no such model directory or file");
   throw std::runtime_error(path + ": not a model directory or a GGUF file");
 }
@@ -185,6 +190,15 @@ std::unique_ptr<Checkpoint> Checkpoint::open_directory(const std::string& dir) {
   return ck;
 }
 
+bool Checkpoint::block_covers(const ExpectedTensor& e) const {
+  const auto ends = [&e](const std::string& suffix) { return e.name.ends_with(suffix); };
+  if (ends(".scale")) return blocks_.count(e.name.substr(0, e.name.size() - 6) + ".weight") > 0;
+  const BlockWeight* b = block_weight(e.name);
+  if (!b || e.shape.size() != 2) return false;
+  const int64_t in = e.dtype == DType::I8 ? e.shape[1] * 2 : e.shape[1];  // FP4 pairs
+  return (e.dtype == DType::F8_E4M3 || e.dtype == DType::I8) && b->out == e.shape[0] && b->in == in;
+}
+
 void Checkpoint::validate() const {
   // Compare with the inventory the config implies. Collect every problem (a corrupt checkpoint
   // often has several) and report the first few, each naming its tensor.
@@ -194,6 +208,7 @@ void Checkpoint::validate() const {
   std::vector<std::string> problems;
   for (const auto& e : expected) {
     auto it = tensors_.find(e.name);
+    if (it == tensors_.end() && block_covers(e)) continue;
     if (it == tensors_.end()) {
       problems.push_back("tensor '" + e.name + "' is missing (expected " + dtype_name(e.dtype) +
                          " " + shape_str(e.shape) + ")");

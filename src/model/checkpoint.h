@@ -23,11 +23,20 @@
 namespace cedar {
 
 class MappedFile;  // base/mapped_file.h
+struct ExpectedTensor;
 
 class Checkpoint {
  public:
+  struct OpenOptions {
+    // GGUF: FP8- and FP4-role weights stored in a ggml block type with a kernel family (Q8_0,
+    // Q4_0, Q5_0, Q2_K .. Q6_K) stay in the file as block weights (below); false re-encodes them
+    // into the release's formats like any other type (`cedar convert --from`, which reads the
+    // release tensors).
+    bool blocks_in_place = true;
+  };
   // A directory or a GGUF file (sniffed by its magic).
-  static std::unique_ptr<Checkpoint> open(const std::string& path);
+  static std::unique_ptr<Checkpoint> open(const std::string& path, const OpenOptions& opt);
+  static std::unique_ptr<Checkpoint> open(const std::string& path) { return open(path, {}); }
   ~Checkpoint();
 
   enum class Format { kSafetensors, kGguf };
@@ -45,10 +54,25 @@ class Checkpoint {
   // many of the re-encoded values the release formats could not hold exactly: 0 for a lossless
   // file).
   struct LoadStats {
-    int64_t in_place = 0, reencoded = 0, inexact_values = 0;
-    size_t reencoded_bytes = 0;
+    int64_t in_place = 0, reencoded = 0, inexact_values = 0, blocks = 0;
+    size_t reencoded_bytes = 0, block_bytes = 0;
   };
   const LoadStats& load_stats() const { return stats_; }
+
+  // A weight a GGUF file stores in a ggml block type that the kernels compute in place
+  // (WeightFormat kQ8_0 .. kQ6_K) rather than re-encoded: under the release weight's name
+  // ("X.weight" of an FP8- or FP4-role projection, whose "X.scale" then does not exist, nor
+  // "X.weight" in tensors()), its logical [out, in], the ggml type id and its bytes (out rows of in
+  // / block_elems blocks).
+  struct BlockWeight {
+    uint32_t ggml_type = 0;
+    int64_t out = 0, in = 0;
+    const uint8_t* data = nullptr;
+    size_t nbytes = 0;
+  };
+  // nullptr when `name` is not a block weight
+  const BlockWeight* block_weight(const std::string& name) const;
+  const std::map<std::string, BlockWeight>& block_weights() const { return blocks_; }
 
   bool has(const std::string& name) const;
   // Throws naming the tensor when absent.
@@ -71,9 +95,13 @@ class Checkpoint {
  private:
   Checkpoint() = default;
   static std::unique_ptr<Checkpoint> open_directory(const std::string& dir);
-  static std::unique_ptr<Checkpoint> open_gguf(const std::string& path);  // gguf_source.cpp
+  static std::unique_ptr<Checkpoint> open_gguf(const std::string& path,
+                                               const OpenOptions& opt);  // gguf_source.cpp
   // The inventory check both sources end with.
   void validate() const;
+  // Whether an expected tensor absent from tensors_ is held by a block weight: "X.weight" of the
+  // same logical shape, or its "X.scale".
+  bool block_covers(const ExpectedTensor& e) const;
   // n bytes, 64-byte aligned, owned by the checkpoint (tensors a GGUF source re-encodes).
   uint8_t* allocate(size_t n);
 
@@ -82,6 +110,7 @@ class Checkpoint {
   ModelConfig config_;
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, TensorView> tensors_;
+  std::map<std::string, BlockWeight> blocks_;
   struct FreeAligned {
     void operator()(uint8_t* p) const;
   };

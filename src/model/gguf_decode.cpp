@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/ggml_blocks.h"
 #include "model/gguf.h"
 #include "numerics/bf16.h"
 #include "numerics/fp16.h"
@@ -19,32 +20,6 @@ float f16_at(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// ref: ggml-common.h block_q8_0 {d; qs[32]}
-void q8_0(const uint8_t* b, float* y) {
-  const float d = f16_at(b);
-  for (int i = 0; i < 32; ++i) y[i] = d * float(int8_t(b[2 + i]));
-}
-
-// block_q4_0 {d; qs[16]}: element j low nibble of qs[j], j + 16 its high nibble, minus 8
-void q4_0(const uint8_t* b, float* y) {
-  const float d = f16_at(b);
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * float(int(b[2 + j] & 15) - 8);
-    y[j + 16] = d * float(int(b[2 + j] >> 4) - 8);
-  }
-}
-
-// block_q5_0 {d; qh[4]; qs[16]}: nibbles as Q4_0, bit 4 of element j in bit j of qh, minus 16
-void q5_0(const uint8_t* b, float* y) {
-  const float d = f16_at(b);
-  uint32_t qh;
-  std::memcpy(&qh, b + 2, 4);
-  for (int j = 0; j < 16; ++j) {
-    y[j] = d * float(int((b[6 + j] & 15) | ((qh >> j) & 1) << 4) - 16);
-    y[j + 16] = d * float(int((b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16);
-  }
-}
-
 // block_mxfp4 {e; qs[16]}: the doubled E2M1 value times 2^(e - 128) (= the OCP value times
 // 2^(e - 127)); element j low nibble of qs[j], j + 16 its high nibble. e = 255 (NaN) gives NaN.
 void mxfp4(const uint8_t* b, float* y) {
@@ -55,102 +30,6 @@ void mxfp4(const uint8_t* b, float* y) {
     y[j] = kDoubled[b[1 + j] & 15] * s;
     y[j + 16] = kDoubled[b[1 + j] >> 4] * s;
   }
-}
-
-// block_q2_K {scales[16]; qs[64]; d; dmin}: two halves of 128, four 2-bit passes each
-void q2_k(const uint8_t* b, float* y) {
-  const uint8_t* sc = b;
-  const uint8_t* qs = b + 16;
-  const float d = f16_at(b + 80), dmin = f16_at(b + 82);
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* q = qs + 32 * h;
-    for (int p = 0; p < 4; ++p)
-      for (int half = 0; half < 2; ++half) {
-        const uint8_t s = sc[8 * h + 2 * p + half];
-        const float dl = d * float(s & 15), ml = dmin * float(s >> 4);
-        for (int l = 0; l < 16; ++l)
-          y[128 * h + 32 * p + 16 * half + l] = dl * float((q[16 * half + l] >> (2 * p)) & 3) - ml;
-      }
-  }
-}
-
-// block_q3_K {hmask[32]; qs[64]; scales[12]; d}: sixteen 6-bit signed scales, 2 low bits from
-// qs and the high bit from hmask (set: 0, clear: -4)
-void q3_k(const uint8_t* b, float* y) {
-  const uint8_t* hmask = b;
-  const uint8_t* qs = b + 32;
-  const uint8_t* s = b + 96;
-  const float d = f16_at(b + 108);
-  int scale[16];
-  for (int i = 0; i < 16; ++i) {
-    const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
-    const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-    scale[i] = (low | (high << 4)) - 32;
-  }
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* q = qs + 32 * h;
-    for (int p = 0; p < 4; ++p) {
-      const int t = 4 * h + p;
-      for (int half = 0; half < 2; ++half) {
-        const float dl = d * float(scale[8 * h + 2 * p + half]);
-        for (int l = 0; l < 16; ++l) {
-          const int k = 16 * half + l;
-          const int q2 = (q[k] >> (2 * p)) & 3;
-          const int hi = (hmask[k] >> t) & 1;
-          y[128 * h + 32 * p + k] = dl * float(q2 - (hi ? 0 : 4));
-        }
-      }
-    }
-  }
-}
-
-// the 12-byte 6-bit scale/min packing of Q4_K and Q5_K
-void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
-
-// block_q4_K {d; dmin; scales[12]; qs[128]} and block_q5_K {d; dmin; scales[12]; qh[32];
-// qs[128]}: four 64-value chunks of two 32-value sub-blocks (low then high nibbles)
-void q45_k(const uint8_t* b, bool five, float* y) {
-  const float d = f16_at(b), dmin = f16_at(b + 2);
-  const uint8_t* s = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + (five ? 48 : 16);
-  for (int c = 0; c < 4; ++c)
-    for (int half = 0; half < 2; ++half) {
-      int sc, m;
-      k_scale_min(s, 2 * c + half, &sc, &m);
-      const float dl = d * float(sc), ml = dmin * float(m);
-      for (int l = 0; l < 32; ++l) {
-        int q = half ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
-        if (five) q += ((qh[l] >> (2 * c + half)) & 1) << 4;
-        y[64 * c + 32 * half + l] = dl * float(q) - ml;
-      }
-    }
-}
-
-// block_q6_K {ql[128]; qh[64]; scales[16] (int8); d}
-void q6_k(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = f16_at(b + 208);
-  for (int h = 0; h < 2; ++h)
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const uint8_t* L = ql + 64 * h;
-      const uint8_t H = qh[32 * h + l];
-      const int q[4] = {(L[l] & 15) | ((H & 3) << 4), (L[l + 32] & 15) | (((H >> 2) & 3) << 4),
-                        (L[l] >> 4) | (((H >> 4) & 3) << 4), (L[l + 32] >> 4) | ((H >> 6) << 4)};
-      for (int k = 0; k < 4; ++k)
-        y[128 * h + l + 32 * k] = d * float(sc[8 * h + is + 2 * k]) * float(q[k] - 32);
-    }
 }
 
 }  // namespace
@@ -184,6 +63,25 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
   if (n % t->block_elems != 0)
     throw std::invalid_argument(std::string(t->name) + ": a row of " + std::to_string(n) +
                                 " elements is not whole blocks");
+  auto half = [](uint16_t h) { return f16_to_f32(h); };
+  switch (type) {  // the block types: kernels/ggml_blocks.h (shared with the kernel families)
+    case 8:
+      return ggml::decode_row<ggml::kQ8_0>(src, n, dst, half);
+    case 2:
+      return ggml::decode_row<ggml::kQ4_0>(src, n, dst, half);
+    case 6:
+      return ggml::decode_row<ggml::kQ5_0>(src, n, dst, half);
+    case 10:
+      return ggml::decode_row<ggml::kQ2_K>(src, n, dst, half);
+    case 11:
+      return ggml::decode_row<ggml::kQ3_K>(src, n, dst, half);
+    case 12:
+      return ggml::decode_row<ggml::kQ4_K>(src, n, dst, half);
+    case 13:
+      return ggml::decode_row<ggml::kQ5_K>(src, n, dst, half);
+    case 14:
+      return ggml::decode_row<ggml::kQ6_K>(src, n, dst, half);
+  }
   const int64_t blocks = n / t->block_elems;
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = src + i * t->block_bytes;
@@ -204,32 +102,8 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
       case 24:
         *y = float(int8_t(*b));
         break;
-      case 8:
-        q8_0(b, y);
-        break;
-      case 2:
-        q4_0(b, y);
-        break;
-      case 6:
-        q5_0(b, y);
-        break;
       case 39:
         mxfp4(b, y);
-        break;
-      case 10:
-        q2_k(b, y);
-        break;
-      case 11:
-        q3_k(b, y);
-        break;
-      case 12:
-        q45_k(b, false, y);
-        break;
-      case 13:
-        q45_k(b, true, y);
-        break;
-      case 14:
-        q6_k(b, y);
         break;
     }
   }

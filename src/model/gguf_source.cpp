@@ -44,14 +44,18 @@ std::string ne_str(const gguf::TensorInfo& t) {
 // Places the release tensors of one parsed model.
 class Placer {
  public:
+  // blocks: where FP8/FP4-role weights stored in a block type with a kernel family go, computed
+  // in place (nullptr: every such weight is re-encoded)
   Placer(const gguf::Files& files, const std::string& label,
          std::function<uint8_t*(size_t)> allocate, std::map<std::string, TensorView>& out,
-         Checkpoint::LoadStats& stats, ThreadPool& pool)
+         std::map<std::string, Checkpoint::BlockWeight>* blocks, Checkpoint::LoadStats& stats,
+         ThreadPool& pool)
       : pool_(pool),
         files_(files),
         label_(label),
         allocate_(std::move(allocate)),
         out_(out),
+        blocks_(blocks),
         stats_(stats) {}
 
   // t: a release tensor; scale: its ".scale" tensor for FP8/FP4 weights (nullptr otherwise).
@@ -67,7 +71,9 @@ class Placer {
     std::vector<int64_t> want = t.shape;         // the logical [out, in] of the stored tensor
     if (t.dtype == DType::I8) want.back() *= 2;  // FP4 pairs
     check_shape(*ti, want, expert, name, t.name);
-    if (scale) {
+    if (scale && blocks_ && computed_in_place(t, ti->type)) {
+      place_block(t, *ti, expert, want);
+    } else if (scale) {
       if (t.dtype == DType::I8)
         place_fp4(t, *scale, *ti, expert);
       else
@@ -99,6 +105,30 @@ class Placer {
         int64_t(ti.ne[1]) == ne[0])
       msg += ": it is stored transposed";
     throw std::runtime_error(msg);
+  }
+
+  // The block types the kernel families read (WeightFormat kQ8_0 .. kQ6_K), for the weights
+  // that go through linear(): not the Engram table (rows gathered, not multiplied) and not
+  // wo_a (a bf16-weight product, sliced per output group).
+  static bool computed_in_place(const ExpectedTensor& t, uint32_t type) {
+    const bool block = type == gguf::kQ8_0 || type == gguf::kQ4_0 || type == gguf::kQ5_0 ||
+                       (type >= gguf::kQ2_K && type <= gguf::kQ6_K);
+    return block && t.name.find(".engram.embed.") == std::string::npos &&
+           t.name.find(".attn.wo_a.") == std::string::npos;
+  }
+
+  // A weight (or an expert's slice of a merged tensor) left in the file as ggml blocks.
+  void place_block(const ExpectedTensor& t, const gguf::TensorInfo& ti, int expert,
+                   const std::vector<int64_t>& logical) {
+    Checkpoint::BlockWeight b;
+    b.ggml_type = ti.type;
+    b.out = logical[0];
+    b.in = logical[1];
+    b.nbytes = size_t(b.out) * size_t(gguf::row_bytes(ti));
+    b.data = files_.data(ti) + (expert >= 0 ? size_t(expert) * b.nbytes : 0);
+    (*blocks_)[t.name] = b;
+    ++stats_.blocks;
+    stats_.block_bytes += b.nbytes;
   }
 
   TensorView& view(const ExpectedTensor& t, const uint8_t* data, size_t nbytes) {
@@ -217,12 +247,13 @@ class Placer {
   const std::string& label_;
   std::function<uint8_t*(size_t)> allocate_;
   std::map<std::string, TensorView>& out_;
+  std::map<std::string, Checkpoint::BlockWeight>* blocks_;
   Checkpoint::LoadStats& stats_;
 };
 
 }  // namespace
 
-std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path) {
+std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path, const OpenOptions& opt) {
   std::unique_ptr<Checkpoint> ck(new Checkpoint());
   ck->path_ = path;
   ck->format_ = Format::kGguf;
@@ -243,7 +274,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path) {
   for (const ExpectedTensor& t : expected) by_name[t.name] = &t;
   ThreadPool pool;  // the re-encoding runs on every core
   Placer placer(
-      files, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_, ck->stats_, pool);
+      files, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_,
+      opt.blocks_in_place ? &ck->blocks_ : nullptr, ck->stats_, pool);
   for (const ExpectedTensor& t : expected) {
     if (t.name.ends_with(".scale")) continue;  // placed with its weight
     const ExpectedTensor* scale = nullptr;

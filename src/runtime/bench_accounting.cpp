@@ -111,7 +111,17 @@ bool has_ced_split(const ModelConfig& cfg) {
   return true;
 }
 
-DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context) {
+std::map<std::string, int64_t> stored_bytes(const Checkpoint& ck) {
+  std::map<std::string, int64_t> m;
+  for (const auto& [name, b] : ck.block_weights()) {
+    m[name] = int64_t(b.nbytes);
+    m[name.substr(0, name.size() - 7) + ".scale"] = 0;  // ".weight"
+  }
+  return m;
+}
+
+DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context,
+                             const std::map<std::string, int64_t>& stored) {
   if (context < 0) throw std::runtime_error("decode_traffic: context must be >= 0");
   const ModelConfig c = validated(cfg_in);
   const auto inv = expected_tensors(c);
@@ -124,7 +134,8 @@ DecodeTraffic decode_traffic(const ModelConfig& cfg_in, int64_t context) {
     if (starts_with(name, "mtp.") || starts_with(name, "vision.") ||
         starts_with(name, "aligner.") || starts_with(name, "image_"))
       continue;  // DSpark, vision: not on the text decode path
-    const int64_t bytes = tensor_bytes(t);
+    const auto as_stored = stored.find(name);
+    const int64_t bytes = as_stored != stored.end() ? as_stored->second : tensor_bytes(t);
     const int64_t params = tensor_params(t);
     std::string rest;
     const int l = layer_of(name, &rest);

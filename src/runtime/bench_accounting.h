@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
+#include "model/checkpoint.h"
 #include "model/config.h"
 
 namespace cedar::bench {
@@ -56,8 +59,13 @@ struct DecodeTraffic {
 };
 
 // Throws std::runtime_error (naming the key) when the config is not a V4.1 graph. cfg need not be
-// validate()d: a validated copy is made.
-DecodeTraffic decode_traffic(const ModelConfig& cfg, int64_t context);
+// validate()d: a validated copy is made. `stored`: bytes of the tensors a source stores otherwise
+// than the release does (stored_bytes() of a GGUF model; the rest count in their release dtype).
+DecodeTraffic decode_traffic(const ModelConfig& cfg, int64_t context,
+                             const std::map<std::string, int64_t>& stored = {});
+// The tensors of `ck` stored otherwise than the release does: each GGUF block weight's bytes, 0
+// for the scale it has not got.
+std::map<std::string, int64_t> stored_bytes(const Checkpoint& ck);
 
 // Which prefill plan (spec §9.2).
 enum class PrefillPlan {

@@ -66,6 +66,13 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
     p.routed_experts += int64_t(t.nbytes);
     experts[e] += int64_t(t.nbytes) + 4096;
   }
+  for (const auto& [name, b] : ck.block_weights()) {  // GGUF weights computed in place
+    p.checkpoint += int64_t(b.nbytes);
+    const std::string e = routed_expert_of(name);
+    if (e.empty()) continue;
+    p.routed_experts += int64_t(b.nbytes);
+    experts[e] += int64_t(b.nbytes) + 4096;
+  }
   p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)

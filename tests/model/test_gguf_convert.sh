@@ -65,6 +65,20 @@ for rung in "q4_k Q4_K Q5_0" "q2_k Q2_K Q4_0"; do
   check "$q: $fallback" grep -Eq "^ +$fallback " "$WORK/$q.txt"
   check "$q: runs" "$CEDAR_BIN" run -m "$WORK/$q.gguf" --raw -p "The quick brown" --temp 0 -n 4
 done
+# Q8_0 and K-quant weights are computed in place (their kernel families), with the structural
+# invariants of every model: one-shot = chunked = token by token, in reference and fast mode
+for q in q8 q4_k q2_k; do
+  check "$q: blocks in place" grep -Eq "load: .* [1-9][0-9]* weights computed in place as GGUF blocks" \
+    <("$CEDAR_BIN" inspect --model "$WORK/$q.gguf")
+  for kern in ref auto; do
+    "$CEDAR_BIN" logits -m "$WORK/$q.gguf" --ids-file "$WORK/ids" --out "$WORK/o.npy" --kernels $kern 2>/dev/null
+    for mode in "--chunk 37" "--decode"; do
+      # shellcheck disable=SC2086
+      "$CEDAR_BIN" logits -m "$WORK/$q.gguf" --ids-file "$WORK/ids" --out "$WORK/c.npy" --kernels $kern $mode 2>/dev/null
+      check "$q: $kern $mode = one-shot" cmp -s "$WORK/o.npy" "$WORK/c.npy"
+    done
+  done
+done
 # a split model (gguf-split's layout): the same logits from any shard's name; a missing shard and a
 # shard under a plain name are refused
 "$CEDAR_BIN" convert --from "$M" --to "$WORK/split.gguf" --split-max-tensors 60 >"$WORK/split.txt"

@@ -7,14 +7,32 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
 #include "kernels/kernel_table.h"
+#include "model/gguf.h"
+#include "model/gguf_decode.h"
+#include "model/gguf_encode.h"
 
 namespace cedar {
 namespace {
+
+// the ggml type of the block formats cedar's converter writes
+uint32_t ggml_type_of(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kQ8_0:
+      return gguf::kQ8_0;
+    case WeightFormat::kQ4_K:
+      return gguf::kQ4_K;
+    case WeightFormat::kQ2_K:
+      return gguf::kQ2_K;
+    default:
+      throw std::invalid_argument("gemm_bench: no weights for this format");
+  }
+}
 
 struct Weight {
   std::vector<uint8_t> w, s;
@@ -45,6 +63,18 @@ Weight make(WeightFormat f, int N, int K) {
       std::vector<float> v(size_t(N) * K);
       for (auto& x : v) x = float(rng() % 1000) * 1e-3f;
       std::memcpy(t.w.data(), v.data(), t.w.size());
+      break;
+    }
+    default: {  // a GGUF block format: Gaussian rows through cedar's encoder
+      const uint32_t type = ggml_type_of(f);
+      const size_t row = size_t(gguf::row_bytes(type, K));
+      t.w.resize(size_t(N) * row);
+      std::normal_distribution<float> nd(0.0f, 0.02f);
+      std::vector<float> v(static_cast<size_t>(K));
+      for (int n = 0; n < N; ++n) {
+        for (auto& x : v) x = nd(rng);
+        gguf::encode_row(type, v.data(), K, t.w.data() + size_t(n) * row);
+      }
       break;
     }
   }
@@ -80,14 +110,16 @@ void run(benchmark::State& st, const KernelTable* k, WeightFormat f, int M, int 
 }
 
 const char* name_of(WeightFormat f) {
-  static const char* n[] = {"fp8", "fp4", "bf16", "f32", "fp8w"};
+  static const char* n[] = {"fp8",  "fp4",  "bf16", "f32",  "fp8w", "q8_0", "q4_0",
+                            "q5_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
   return n[int(f)];
 }
 
 void register_all() {
   for (const KernelTable* k : supported_kernel_tables())
     for (WeightFormat f :
-         {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32})
+         {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32,
+          WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K})
       for (int threads : {1, 2}) {
         const std::string p =
             std::string(k->name) + "/" + name_of(f) + "/t" + std::to_string(threads);

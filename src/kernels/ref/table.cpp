@@ -5,31 +5,36 @@
 namespace cedar::kernels::ref {
 
 const KernelTable& table() {
-  static const KernelTable t = {
-      "ref",
-      act_quant,
-      fp4_act_quant_e4m3,
-      fp4_act_quant_ue8m0,
-      {
-          {act_floats_quant, prepare_quant, fp8_gemm, 1},
-          {act_floats_quant, prepare_quant, fp4_gemm, 1},
-          {act_floats_plain, prepare_plain, gemm_bf16w, 1},
-          {act_floats_plain, prepare_plain, gemm_f32w, 1},
-          {act_floats_plain, prepare_plain, gemm_fp8w, 1},
-      },
-      rms_norm,
-      rope,
-      sparse_attn,
-      sparse_attn_scratch,
-      dense_attn,
-      dense_attn_scratch,
-      index_scores,
-      hc_split_sinkhorn,
-      hc_pre,
-      hc_post,
-      swiglu,
-      topk,
-  };
+  static const KernelTable t = [] {
+    KernelTable k = {
+        "ref",
+        act_quant,
+        fp4_act_quant_e4m3,
+        fp4_act_quant_ue8m0,
+        {
+            {act_floats_quant, prepare_quant, fp8_gemm, 1},
+            {act_floats_quant, prepare_quant, fp4_gemm, 1},
+            {act_floats_plain, prepare_plain, gemm_bf16w, 1},
+            {act_floats_plain, prepare_plain, gemm_f32w, 1},
+            {act_floats_plain, prepare_plain, gemm_fp8w, 1},
+        },
+        rms_norm,
+        rope,
+        sparse_attn,
+        sparse_attn_scratch,
+        dense_attn,
+        dense_attn_scratch,
+        index_scores,
+        hc_split_sinkhorn,
+        hc_pre,
+        hc_post,
+        swiglu,
+        topk,
+    };
+    for (int f = int(WeightFormat::kQ8_0); f < kWeightFormats; ++f)
+      k.gemm[f] = block_family(WeightFormat(f));
+    return k;
+  }();
   return t;
 }
 

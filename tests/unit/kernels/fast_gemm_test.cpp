@@ -89,6 +89,8 @@ TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed, int scale_lo
       std::memcpy(t.w.data(), t.value.data(), t.w.size());
       break;
     }
+    default:  // the GGUF block formats: block_gemm_test.cpp
+      ADD_FAILURE() << "make_weight: not a release format";
   }
   return t;
 }

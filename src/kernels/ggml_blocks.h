@@ -1,0 +1,214 @@
+// The ggml block types a V4.1 GGUF stores weights in (../shared/spec/v41-gguf.md §7): one block's
+// bytes to its fp32 values, exactly as the format defines each value. Shared by the GGUF reader
+// (model/gguf_decode.cpp, the oracle of `cedar inspect --tensor`) and the kernel families that
+// compute with such weights in place (kernels/ref/gemm_blocks.cpp, kernels/fast/gemm_blocks.h), so
+// both read the same values.
+//
+// Like the fast kernel headers this one includes nothing but C headers and keeps everything in an
+// anonymous namespace: each translation unit, the ISA ones included, gets its own copy compiled
+// with its own flags, and no AVX-512 code reaches another TU through a shared inline function.
+// For the same reason the fp16 scale conversion is a template parameter (`Half`: any exact
+// binary16 -> fp32 conversion; numerics/fp16.h's or F16C's).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace cedar::ggml {
+namespace {
+
+constexpr uint32_t kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13,
+                   kQ6_K = 14;
+
+template <uint32_t T>
+struct Block;  // elements and bytes of one block
+template <>
+struct Block<kQ4_0> {
+  static constexpr int elems = 32, bytes = 18;
+};
+template <>
+struct Block<kQ5_0> {
+  static constexpr int elems = 32, bytes = 22;
+};
+template <>
+struct Block<kQ8_0> {
+  static constexpr int elems = 32, bytes = 34;
+};
+template <>
+struct Block<kQ2_K> {
+  static constexpr int elems = 256, bytes = 84;
+};
+template <>
+struct Block<kQ3_K> {
+  static constexpr int elems = 256, bytes = 110;
+};
+template <>
+struct Block<kQ4_K> {
+  static constexpr int elems = 256, bytes = 144;
+};
+template <>
+struct Block<kQ5_K> {
+  static constexpr int elems = 256, bytes = 176;
+};
+template <>
+struct Block<kQ6_K> {
+  static constexpr int elems = 256, bytes = 210;
+};
+
+inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// ref: ggml-common.h block_q8_0 {d; qs[32]}
+template <class Half>
+void q8_0(const uint8_t* b, float* y, Half half) {
+  const float d = half(u16_at(b));
+  for (int i = 0; i < 32; ++i) y[i] = d * float(int8_t(b[2 + i]));
+}
+
+// block_q4_0 {d; qs[16]}: element j low nibble of qs[j], j + 16 its high nibble, minus 8
+template <class Half>
+void q4_0(const uint8_t* b, float* y, Half half) {
+  const float d = half(u16_at(b));
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(int(b[2 + j] & 15) - 8);
+    y[j + 16] = d * float(int(b[2 + j] >> 4) - 8);
+  }
+}
+
+// block_q5_0 {d; qh[4]; qs[16]}: nibbles as Q4_0, bit 4 of element j in bit j of qh, minus 16
+template <class Half>
+void q5_0(const uint8_t* b, float* y, Half half) {
+  const float d = half(u16_at(b));
+  uint32_t qh;
+  std::memcpy(&qh, b + 2, 4);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(int((b[6 + j] & 15) | ((qh >> j) & 1) << 4) - 16);
+    y[j + 16] = d * float(int((b[6 + j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16);
+  }
+}
+
+// block_q2_K {scales[16]; qs[64]; d; dmin}: two halves of 128, four 2-bit passes each
+template <class Half>
+void q2_k(const uint8_t* b, float* y, Half half) {
+  const uint8_t* sc = b;
+  const uint8_t* qs = b + 16;
+  const float d = half(u16_at(b + 80)), dmin = half(u16_at(b + 82));
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* q = qs + 32 * h;
+    for (int p = 0; p < 4; ++p)
+      for (int hf = 0; hf < 2; ++hf) {
+        const uint8_t s = sc[8 * h + 2 * p + hf];
+        const float dl = d * float(s & 15), ml = dmin * float(s >> 4);
+        for (int l = 0; l < 16; ++l)
+          y[128 * h + 32 * p + 16 * hf + l] = dl * float((q[16 * hf + l] >> (2 * p)) & 3) - ml;
+      }
+  }
+}
+
+// block_q3_K {hmask[32]; qs[64]; scales[12]; d}: sixteen 6-bit signed scales, 2 low bits from
+// qs and the high bit from hmask (set: 0, clear: -4)
+template <class Half>
+void q3_k(const uint8_t* b, float* y, Half half) {
+  const uint8_t* hmask = b;
+  const uint8_t* qs = b + 32;
+  const uint8_t* s = b + 96;
+  const float d = half(u16_at(b + 108));
+  int scale[16];
+  for (int i = 0; i < 16; ++i) {
+    const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
+    const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+    scale[i] = (low | (high << 4)) - 32;
+  }
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* q = qs + 32 * h;
+    for (int p = 0; p < 4; ++p) {
+      const int t = 4 * h + p;
+      for (int hf = 0; hf < 2; ++hf) {
+        const float dl = d * float(scale[8 * h + 2 * p + hf]);
+        for (int l = 0; l < 16; ++l) {
+          const int k = 16 * hf + l;
+          const int q2 = (q[k] >> (2 * p)) & 3;
+          const int hi = (hmask[k] >> t) & 1;
+          y[128 * h + 32 * p + k] = dl * float(q2 - (hi ? 0 : 4));
+        }
+      }
+    }
+  }
+}
+
+// the 12-byte 6-bit scale/min packing of Q4_K and Q5_K
+inline void k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// block_q4_K {d; dmin; scales[12]; qs[128]} and block_q5_K {d; dmin; scales[12]; qh[32];
+// qs[128]}: four 64-value chunks of two 32-value sub-blocks (low then high nibbles)
+template <bool kFive, class Half>
+void q45_k(const uint8_t* b, float* y, Half half) {
+  const float d = half(u16_at(b)), dmin = half(u16_at(b + 2));
+  const uint8_t* s = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + (kFive ? 48 : 16);
+  for (int c = 0; c < 4; ++c)
+    for (int hf = 0; hf < 2; ++hf) {
+      int sc, m;
+      k_scale_min(s, 2 * c + hf, &sc, &m);
+      const float dl = d * float(sc), ml = dmin * float(m);
+      for (int l = 0; l < 32; ++l) {
+        int q = hf ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+        if (kFive) q += ((qh[l] >> (2 * c + hf)) & 1) << 4;
+        y[64 * c + 32 * hf + l] = dl * float(q) - ml;
+      }
+    }
+}
+
+// block_q6_K {ql[128]; qh[64]; scales[16] (int8); d}
+template <class Half>
+void q6_k(const uint8_t* b, float* y, Half half) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = half(u16_at(b + 208));
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const uint8_t* L = ql + 64 * h;
+      const uint8_t H = qh[32 * h + l];
+      const int q[4] = {(L[l] & 15) | ((H & 3) << 4), (L[l + 32] & 15) | (((H >> 2) & 3) << 4),
+                        (L[l] >> 4) | (((H >> 4) & 3) << 4), (L[l + 32] >> 4) | ((H >> 6) << 4)};
+      for (int k = 0; k < 4; ++k)
+        y[128 * h + l + 32 * k] = d * float(sc[8 * h + is + 2 * k]) * float(q[k] - 32);
+    }
+}
+
+// One block of type T (one of the constants above) to its Block<T>::elems values.
+template <uint32_t T, class Half>
+void decode_block(const uint8_t* b, float* y, Half half) {
+  if constexpr (T == kQ8_0) q8_0(b, y, half);
+  if constexpr (T == kQ4_0) q4_0(b, y, half);
+  if constexpr (T == kQ5_0) q5_0(b, y, half);
+  if constexpr (T == kQ2_K) q2_k(b, y, half);
+  if constexpr (T == kQ3_K) q3_k(b, y, half);
+  if constexpr (T == kQ4_K) q45_k<false>(b, y, half);
+  if constexpr (T == kQ5_K) q45_k<true>(b, y, half);
+  if constexpr (T == kQ6_K) q6_k(b, y, half);
+}
+
+// n values (whole blocks) of a row of type T.
+template <uint32_t T, class Half>
+void decode_row(const uint8_t* src, int64_t n, float* y, Half half) {
+  for (int64_t i = 0; i < n / Block<T>::elems; ++i)
+    decode_block<T>(src + i * Block<T>::bytes, y + i * Block<T>::elems, half);
+}
+
+}  // namespace
+}  // namespace cedar::ggml

@@ -245,6 +245,7 @@ int cmd_bench(int argc, char** argv) {
        {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
        {"threads", "t", true, "worker threads (default: all cores)"},
        {"kernels", "", true, kKernelsHelp},
+       {"gguf-requant", "", false, kGgufRequantHelp},
        {"mem-budget", "", true, kMemBudgetHelp},
        {"expert-policy", "", true, "eviction of the expert cache: lfu (default) or lru"},
        {"no-expert-guess", "", false,
@@ -282,6 +283,7 @@ int cmd_bench(int argc, char** argv) {
   if (threads < 0) throw std::runtime_error("--threads must be >= 0");
   eo.threads = int(threads);
   eo.kernels = args.get("kernels", "");
+  eo.gguf_requant = args.has("gguf-requant");
   const std::vector<int64_t> sizes = parse_sizes(args.get("prompt", "256,1024"));
   const std::string batch_arg = args.get("batch", "1,4,16");
   const std::vector<int64_t> batches =

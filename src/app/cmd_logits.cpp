@@ -73,6 +73,7 @@ int cmd_logits(int argc, char** argv) {
                        {"draft-out", "", true, "also run one DSpark draft cycle, into DIR"},
                        {"anchor", "", true, "the draft's anchor token (default: argmax)"},
                        {"kernels", "", true, kKernelsHelp},
+                       {"gguf-requant", "", false, kGgufRequantHelp},
                        {"image", "", true,
                         "comma-separated image files, one per image placeholder of the ids (each "
                         "expands to its image's span)"},
@@ -118,7 +119,7 @@ int cmd_logits(int argc, char** argv) {
   const long long threads = args.get_int("threads", 0);
   if (threads < 0) throw std::runtime_error("--threads must be >= 0");
 
-  auto ckpt = Checkpoint::open(dir);
+  auto ckpt = Checkpoint::open(dir, {.blocks_in_place = !args.has("gguf-requant")});
   const ModelConfig& cfg = ckpt->config();
   for (int32_t id : ids)
     if (id >= cfg.vocab_size)

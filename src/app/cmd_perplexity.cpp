@@ -78,15 +78,17 @@ Window score_window(runtime::Engine& engine, const std::vector<int32_t>& ids, in
 }  // namespace
 
 int cmd_perplexity(int argc, char** argv) {
-  Args args("perplexity",
-            {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
-             {"file", "f", true, "UTF-8 text file to score (required)"},
-             {"ctx", "c", true, "tokens per window (default 512)"},
-             {"chunks", "", true, "score at most this many windows (default: all)"},
-             {"exact-prefill", "", false, "run every layer on every prompt row (default: CED)"},
-             {"kernels", "", true, kKernelsHelp},
-             {"threads", "t", true, "worker threads (default: all cores)"},
-             {"json", "", false, "print one JSON object (perplexity, tokens, ...) on stdout"}});
+  Args args(
+      "perplexity",
+      {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
+       {"file", "f", true, "UTF-8 text file to score (required)"},
+       {"ctx", "c", true, "tokens per window (default 512)"},
+       {"chunks", "", true, "score at most this many windows (default: all)"},
+       {"exact-prefill", "", false, "run every layer on every prompt row (default: CED)"},
+       {"kernels", "", true, kKernelsHelp},
+       {"gguf-requant", "", false, kGgufRequantHelp},
+       {"threads", "t", true, "worker threads (default: all cores)"},
+       {"json", "", false, "print one JSON object (perplexity, tokens, ...) on stdout"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -103,6 +105,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (threads < 0) throw std::runtime_error("--threads must be >= 0");
   eo.threads = int(threads);
   eo.kernels = args.get("kernels", "");
+  eo.gguf_requant = args.has("gguf-requant");
   const bool exact = args.has("exact-prefill"), json = args.has("json");
   const std::string text = read_file(path, "-f");
 

@@ -197,43 +197,45 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   for (const auto& s : stops)
     if (s.empty()) throw UsageError("option --stop: the stop string must not be empty");
 
-  Args args("run", {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
-                    {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
-                    {"file", "f", true, "one-shot prompt read from a file"},
-                    {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},
-                    {"ctx-size", "c", true, "context size, prompt + completion (default: model)"},
-                    {"threads", "t", true, "worker threads (default: all cores)"},
-                    {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
-                    {"top-k", "", true, "top-k (default 40; 0 = off)"},
-                    {"top-p", "", true, "top-p (default 0.95; 1 = off)"},
-                    {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
-                    {"seed", "s", true, "sampling seed (default 0)"},
-                    {"stop", "", true, "stop string (repeatable)"},
-                    {"image", "", true,
-                     "an image file (PNG, JPEG, WebP, GIF) before the prompt's text (repeatable; "
-                     "one-shot prompts)"},
-                    {"think", "", true, "thinking on with reasoning effort 1..100 (default 75)"},
-                    {"nothink", "", false, "thinking off"},
-                    {"system", "", true, "system message"},
-                    {"raw", "", false, "plain-text prompt (BOS + BPE), unparsed output"},
-                    {"exact-prefill", "", false, "every layer on every prompt row (default: CED)"},
-                    {"chunk", "", true, "prefill chunk size in tokens (default 512)"},
-                    {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
-                    {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
-                    {"cache-window", "", false, "cache units keep the window (exact restore)"},
-                    {"mem-budget", "", true, kMemBudgetHelp},
-                    {"no-prefetch", "", false,
-                     "do not read the weights in ahead (pages load as they are used)"},
-                    {"speculative", "", true,
-                     "off | dspark: speculative decoding with the model's DSpark drafter, the "
-                     "same tokens in fewer passes (default: dspark when the model has one)"},
-                    {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
-                    {"spec-confidence", "", true,
-                     "verify drafts only up to the first with confidence below P (default 0)"},
-                    {"spec-always", "", false,
-                     "verify on every step even where passes emit fewer tokens per second than "
-                     "plain steps (default: speculation pauses while it does not pay)"},
-                    {"kernels", "", true, kKernelsHelp}});
+  Args args(
+      "run",
+      {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
+       {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
+       {"file", "f", true, "one-shot prompt read from a file"},
+       {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},
+       {"ctx-size", "c", true, "context size, prompt + completion (default: model)"},
+       {"threads", "t", true, "worker threads (default: all cores)"},
+       {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
+       {"top-k", "", true, "top-k (default 40; 0 = off)"},
+       {"top-p", "", true, "top-p (default 0.95; 1 = off)"},
+       {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
+       {"seed", "s", true, "sampling seed (default 0)"},
+       {"stop", "", true, "stop string (repeatable)"},
+       {"image", "", true,
+        "an image file (PNG, JPEG, WebP, GIF) before the prompt's text (repeatable; "
+        "one-shot prompts)"},
+       {"think", "", true, "thinking on with reasoning effort 1..100 (default 75)"},
+       {"nothink", "", false, "thinking off"},
+       {"system", "", true, "system message"},
+       {"raw", "", false, "plain-text prompt (BOS + BPE), unparsed output"},
+       {"exact-prefill", "", false, "every layer on every prompt row (default: CED)"},
+       {"chunk", "", true, "prefill chunk size in tokens (default 512)"},
+       {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
+       {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
+       {"cache-window", "", false, "cache units keep the window (exact restore)"},
+       {"mem-budget", "", true, kMemBudgetHelp},
+       {"no-prefetch", "", false, "do not read the weights in ahead (pages load as they are used)"},
+       {"speculative", "", true,
+        "off | dspark: speculative decoding with the model's DSpark drafter, the "
+        "same tokens in fewer passes (default: dspark when the model has one)"},
+       {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
+       {"spec-confidence", "", true,
+        "verify drafts only up to the first with confidence below P (default 0)"},
+       {"spec-always", "", false,
+        "verify on every step even where passes emit fewer tokens per second than "
+        "plain steps (default: speculation pauses while it does not pay)"},
+       {"kernels", "", true, kKernelsHelp},
+       {"gguf-requant", "", false, kGgufRequantHelp}});
   try {
     args.parse(int(rest.size()), rest.data());
   } catch (const std::exception& e) {
@@ -249,6 +251,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->engine.model_dir = model_dir_or_default(args);
   rc->engine.threads = int(int_flag(args, "threads", 0, 0, 4096, "between 0 and 4096"));
   rc->engine.kernels = args.get("kernels", "");
+  rc->engine.gguf_requant = args.has("gguf-requant");
   rc->prefetch = !args.has("no-prefetch");
   try {
     (void)choose_kernels(rc->engine.kernels);

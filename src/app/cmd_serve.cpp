@@ -105,6 +105,7 @@ int cmd_serve(int argc, char** argv) {
        {"http-threads", "", true,
         "threads that run generation requests (default max(256, 4*parallel+16))"},
        {"kernels", "", true, kKernelsHelp},
+       {"gguf-requant", "", false, kGgufRequantHelp},
        {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
        {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
        {"cache-dir", "", true, "prefix cache disk directory (default: no disk tier)"},
@@ -210,6 +211,7 @@ int cmd_serve(int argc, char** argv) {
   eo.model_dir = model_dir;
   eo.threads = int(args.get_int("threads", 0));
   eo.kernels = args.get("kernels", "");
+  eo.gguf_requant = args.has("gguf-requant");
   eo.tokenizer_path = args.get("tokenizer", "");
   server::SchedulerOptions so;
   so.parallel = parallel;

@@ -23,6 +23,11 @@ int cmd_serve(int argc, char** argv);
 inline constexpr const char* kKernelsHelp =
     "kernel table: auto (default: the best this CPU runs), ref, avx2, avx512, avx512bf16; env "
     "CEDAR_KERNELS";
+// The help text of --gguf-requant, the same in every command that runs the model.
+inline constexpr const char* kGgufRequantHelp =
+    "GGUF: re-encode weights stored as Q8_0 or K-quants into the release's FP8/FP4 at load "
+    "(faster kernels today; more memory for files below 8 bits; a second rounding) instead of "
+    "computing them in place";
 // The help text of --mem-budget, the same in run, serve and bench.
 inline constexpr const char* kMemBudgetHelp =
     "RAM for the whole process, e.g. 48G: the plan must fit (refused with its numbers "

@@ -17,7 +17,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->opt_ = opt;
   const KernelTable& kernels = choose_kernels(opt.kernels);
   e->kernels_ = &kernels;
-  e->ckpt_ = Checkpoint::open(opt.model_dir);
+  e->ckpt_ = Checkpoint::open(opt.model_dir, {.blocks_in_place = !opt.gguf_requant});
   const ModelConfig& cfg = e->ckpt_->config();
   e->plan_ = plan_memory(*e->ckpt_, opt.memory);
   if (!e->plan_.refusal.empty()) throw std::runtime_error(e->plan_.refusal);

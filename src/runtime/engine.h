@@ -44,6 +44,9 @@ struct EngineOptions {
   MemoryRequest memory;
   EvictionPolicy expert_policy = EvictionPolicy::kLfu;  // of the expert cache
   bool expert_guess = true;  // prefetch each next layer's guessed experts (MoE::set_next)
+  // GGUF block weights re-encoded into the release formats rather than computed in place
+  // (Checkpoint::OpenOptions::blocks_in_place)
+  bool gguf_requant = false;
 };
 
 // A tokenized prompt and how generation starts after it (for the output parser).

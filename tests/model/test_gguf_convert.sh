@@ -79,6 +79,12 @@ for q in q8 q4_k q2_k; do
     done
   done
 done
+# --gguf-requant: the same file re-encoded into FP8/FP4 at load, a different (doubly rounded) model
+"$CEDAR_BIN" logits -m "$WORK/q4_k.gguf" --ids-file "$WORK/ids" --out "$WORK/o.npy" --kernels ref 2>/dev/null
+"$CEDAR_BIN" logits -m "$WORK/q4_k.gguf" --ids-file "$WORK/ids" --out "$WORK/r.npy" --kernels ref --gguf-requant 2>/dev/null
+"$CEDAR_BIN" logits -m "$WORK/q4_k.gguf" --ids-file "$WORK/ids" --out "$WORK/c.npy" --kernels ref --gguf-requant --decode 2>/dev/null
+check "requant: another model" bash -c "! cmp -s '$WORK/o.npy' '$WORK/r.npy'"
+check "requant: decode = one-shot" cmp -s "$WORK/r.npy" "$WORK/c.npy"
 # a split model (gguf-split's layout): the same logits from any shard's name; a missing shard and a
 # shard under a plain name are refused
 "$CEDAR_BIN" convert --from "$M" --to "$WORK/split.gguf" --split-max-tensors 60 >"$WORK/split.txt"

@@ -11,8 +11,8 @@
 // column range, so results are batch-invariant; they differ from the reference (per 32-block
 // sums rounded once) only in the order and rounding of the sums.
 //
-// A first, generic version: the block decoders are the scalar ones (vectorized by the compiler
-// where it can). Per-format vector decoders are the next step for speed (docs/KERNELS.md).
+// The block decoders are eight-lane AVX2 versions of the scalar definitions (the same values);
+// the decoded block then goes through V's FMAs from an L1 buffer.
 #pragma once
 
 #include <immintrin.h>
@@ -44,32 +44,172 @@ void prepare_blocks(const float* x, int rows, int K, float* act) {
     }
 }
 
+// Vector decoders (AVX2 + F16C, which every fast table has): the same values as the scalar
+// definitions in ggml_blocks.h, eight at a time. Every value is d x small integers (exact) or one
+// product/difference of exact terms, so the instruction order cannot change a bit (an FMA of an
+// exact product rounds once, as the scalar subtraction does).
+// eight bytes as eight int32 lanes
+inline __m256i u8x8i(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 to_ps(__m256i v) { return _mm256_cvtepi32_ps(v); }
+
+template <uint32_t T>
+void decode_block_vec(const uint8_t* b, float* y) {
+  const __m256i m3 = _mm256_set1_epi32(3), m15 = _mm256_set1_epi32(15);
+  if constexpr (T == ggml::kQ8_0) {
+    const __m256 d = _mm256_set1_ps(f16c_half(ggml::u16_at(b)));
+    for (int i = 0; i < 4; ++i) {
+      const __m256i q =
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * i)));
+      _mm256_store_ps(y + 8 * i, _mm256_mul_ps(d, to_ps(q)));
+    }
+  } else if constexpr (T == ggml::kQ4_0) {
+    const __m256 d = _mm256_set1_ps(f16c_half(ggml::u16_at(b)));
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (int i = 0; i < 2; ++i) {
+      const __m256i q = u8x8i(b + 2 + 8 * i);
+      _mm256_store_ps(y + 8 * i,
+                      _mm256_mul_ps(d, to_ps(_mm256_sub_epi32(_mm256_and_si256(q, m15), eight))));
+      _mm256_store_ps(y + 16 + 8 * i,
+                      _mm256_mul_ps(d, to_ps(_mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight))));
+    }
+  } else if constexpr (T == ggml::kQ2_K) {
+    const float d = f16c_half(ggml::u16_at(b + 80)), dmin = f16c_half(ggml::u16_at(b + 82));
+    for (int h = 0; h < 2; ++h)
+      for (int p = 0; p < 4; ++p)
+        for (int hf = 0; hf < 2; ++hf) {
+          const uint8_t s = b[8 * h + 2 * p + hf];
+          const __m256 dl = _mm256_set1_ps(d * float(s & 15)),
+                       ml = _mm256_set1_ps(dmin * float(s >> 4));
+          for (int i = 0; i < 2; ++i) {
+            const __m256i q = u8x8i(b + 16 + 32 * h + 16 * hf + 8 * i);
+            const __m256 v = to_ps(_mm256_and_si256(_mm256_srli_epi32(q, 2 * p), m3));
+            _mm256_store_ps(y + 128 * h + 32 * p + 16 * hf + 8 * i, _mm256_fmsub_ps(dl, v, ml));
+          }
+        }
+  } else if constexpr (T == ggml::kQ3_K) {
+    const uint8_t* s = b + 96;
+    const float d = f16c_half(ggml::u16_at(b + 108));
+    const __m256i one = _mm256_set1_epi32(1);
+    for (int h = 0; h < 2; ++h)
+      for (int p = 0; p < 4; ++p)
+        for (int hf = 0; hf < 2; ++hf) {
+          const int i = 8 * h + 2 * p + hf;
+          const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
+          const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+          const __m256 dl = _mm256_set1_ps(d * float((low | (high << 4)) - 32));
+          for (int c = 0; c < 2; ++c) {
+            const int k = 16 * hf + 8 * c;
+            const __m256i q2 =
+                _mm256_and_si256(_mm256_srli_epi32(u8x8i(b + 32 + 32 * h + k), 2 * p), m3);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(u8x8i(b + k), 4 * h + p), one);
+            // q2 - (hi ? 0 : 4) = q2 - 4 * (1 - hi)
+            const __m256i q = _mm256_sub_epi32(q2, _mm256_slli_epi32(_mm256_xor_si256(hi, one), 2));
+            _mm256_store_ps(y + 128 * h + 32 * p + k, _mm256_mul_ps(dl, to_ps(q)));
+          }
+        }
+  } else if constexpr (T == ggml::kQ4_K || T == ggml::kQ5_K) {
+    constexpr bool kFive = T == ggml::kQ5_K;
+    const float d = f16c_half(ggml::u16_at(b)), dmin = f16c_half(ggml::u16_at(b + 2));
+    const uint8_t* qs = b + (kFive ? 48 : 16);
+    const __m256i one = _mm256_set1_epi32(1);
+    for (int c = 0; c < 4; ++c)
+      for (int hf = 0; hf < 2; ++hf) {
+        int sc, m;
+        ggml::k_scale_min(b + 4, 2 * c + hf, &sc, &m);
+        const __m256 dl = _mm256_set1_ps(d * float(sc)), ml = _mm256_set1_ps(dmin * float(m));
+        for (int i = 0; i < 4; ++i) {
+          const __m256i raw = u8x8i(qs + 32 * c + 8 * i);
+          __m256i q = hf ? _mm256_srli_epi32(raw, 4) : _mm256_and_si256(raw, m15);
+          if constexpr (kFive) {
+            const __m256i bit =
+                _mm256_and_si256(_mm256_srli_epi32(u8x8i(b + 16 + 8 * i), 2 * c + hf), one);
+            q = _mm256_add_epi32(q, _mm256_slli_epi32(bit, 4));
+          }
+          _mm256_store_ps(y + 64 * c + 32 * hf + 8 * i, _mm256_fmsub_ps(dl, to_ps(q), ml));
+        }
+      }
+  } else if constexpr (T == ggml::kQ6_K) {
+    const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+    const float d = f16c_half(ggml::u16_at(b + 208));
+    const __m256i thirty_two = _mm256_set1_epi32(32);
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 32; l += 8) {
+        const int is = l / 16;
+        const uint8_t* L = b + 64 * h;
+        const __m256i H = u8x8i(b + 128 + 32 * h + l), a = u8x8i(L + l), c = u8x8i(L + l + 32);
+        const __m256i q[4] = {
+            _mm256_or_si256(_mm256_and_si256(a, m15),
+                            _mm256_slli_epi32(_mm256_and_si256(H, m3), 4)),
+            _mm256_or_si256(_mm256_and_si256(c, m15),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 2), m3), 4)),
+            _mm256_or_si256(_mm256_srli_epi32(a, 4),
+                            _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 4), m3), 4)),
+            _mm256_or_si256(_mm256_srli_epi32(c, 4),
+                            _mm256_slli_epi32(_mm256_srli_epi32(H, 6), 4))};
+        for (int k = 0; k < 4; ++k) {
+          const __m256 dq = _mm256_set1_ps(d * float(sc[8 * h + is + 2 * k]));
+          _mm256_store_ps(y + 128 * h + l + 32 * k,
+                          _mm256_mul_ps(dq, to_ps(_mm256_sub_epi32(q[k], thirty_two))));
+        }
+      }
+  } else {
+    ggml::decode_block<T>(b, y, f16c_half);  // Q5_0: the scalar definition
+  }
+}
+
+// Rows [m, m + R) of a row block over `len` decoded weight values (a chunk of the row): R rows
+// share each weight vector load, their accumulators in registers for the chunk. Vector t of a row
+// goes into accumulator t % 2 (chunks start at even vectors), whatever R.
+template <class V, int R>
+inline void rows_fma(const float* xc, int K, int m, const float* wc, int len,
+                     typename V::F (*acc)[2]) {
+  using F = typename V::F;
+  F a[R][2];
+  for (int r = 0; r < R; ++r) {
+    a[r][0] = acc[m + r][0];
+    a[r][1] = acc[m + r][1];
+  }
+  for (int k = 0; k < len; k += 2 * V::N) {
+    const F w0 = V::load(wc + k), w1 = V::load(wc + k + V::N);
+    for (int r = 0; r < R; ++r) {
+      const float* x = xc + size_t(m + r) * size_t(K) + k;
+      a[r][0] = V::fma(V::load(x), w0, a[r][0]);
+      a[r][1] = V::fma(V::load(x + V::N), w1, a[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    acc[m + r][0] = a[r][0];
+    acc[m + r][1] = a[r][1];
+  }
+}
+
 template <class V, uint32_t T>
 void gemm_blocks(const float* act, int M, int K, const uint8_t* w, const uint8_t*, int n0, int n1,
                  float* out, int ldo) {
   using F = typename V::F;
   constexpr int kElems = ggml::Block<T>::elems, kBytes = ggml::Block<T>::bytes;
   constexpr int kRowBlock = 64;  // activation rows whose accumulators live on the stack
+  constexpr int kRows = 4;       // rows sharing each weight vector load
+  constexpr int kChunk = 2048;   // weight values decoded at a time (8 KiB: stays in L1)
+  static_assert(kChunk % 256 == 0);
   const size_t row_bytes = size_t(K / kElems) * kBytes;
-  alignas(64) float wb[kElems];
+  alignas(64) float wc[kChunk];
   F acc[kRowBlock][2];
   for (int n = n0; n < n1; ++n) {
     const uint8_t* wr = w + size_t(n) * row_bytes;
     for (int m0 = 0; m0 < M; m0 += kRowBlock) {
       const int mb = M - m0 < kRowBlock ? M - m0 : kRowBlock;
       for (int m = 0; m < mb; ++m) acc[m][0] = acc[m][1] = V::zero();
-      for (int b = 0; b < K / kElems; ++b) {
-        ggml::decode_block<T>(wr + size_t(b) * kBytes, wb, f16c_half);
-        for (int m = 0; m < mb; ++m) {
-          const float* x = act + size_t(m0 + m) * size_t(K) + size_t(b) * kElems;
-          F a0 = acc[m][0], a1 = acc[m][1];
-          for (int t = 0; t < kElems / V::N; t += 2) {  // (kElems / N is even: 32 / 16 = 2)
-            a0 = V::fma(V::load(x + t * V::N), V::load(wb + t * V::N), a0);
-            a1 = V::fma(V::load(x + (t + 1) * V::N), V::load(wb + (t + 1) * V::N), a1);
-          }
-          acc[m][0] = a0;
-          acc[m][1] = a1;
-        }
+      for (int k0 = 0; k0 < K; k0 += kChunk) {
+        const int len = K - k0 < kChunk ? K - k0 : kChunk;
+        for (int b = 0; b < len / kElems; ++b)
+          decode_block_vec<T>(wr + size_t(k0 / kElems + b) * kBytes, wc + b * kElems);
+        const float* xc = act + size_t(m0) * size_t(K) + size_t(k0);
+        int m = 0;
+        for (; m + kRows <= mb; m += kRows) rows_fma<V, kRows>(xc, K, m, wc, len, acc);
+        for (; m < mb; ++m) rows_fma<V, 1>(xc, K, m, wc, len, acc);
       }
       for (int m = 0; m < mb; ++m)
         out[size_t(m0 + m) * size_t(ldo) + size_t(n - n0)] =

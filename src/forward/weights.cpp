@@ -46,28 +46,13 @@ const float* f32_vec(ModelWeights& W, const Checkpoint& ck, const std::string& n
   return reinterpret_cast<const float*>(aligned(W, need(ck, name, DType::F32, shape)));
 }
 
-// The kernel format of a GGUF block weight (the ggml type ids of model/gguf.h).
+// The kernel format of a GGUF block weight.
 Linear::Kind block_kind(uint32_t ggml_type, const std::string& prefix) {
-  switch (ggml_type) {
-    case 8:
-      return Linear::Kind::Q8_0;
-    case 2:
-      return Linear::Kind::Q4_0;
-    case 6:
-      return Linear::Kind::Q5_0;
-    case 10:
-      return Linear::Kind::Q2_K;
-    case 11:
-      return Linear::Kind::Q3_K;
-    case 12:
-      return Linear::Kind::Q4_K;
-    case 13:
-      return Linear::Kind::Q5_K;
-    case 14:
-      return Linear::Kind::Q6_K;
-  }
-  throw std::runtime_error("tensor " + prefix + ".weight: GGUF type " + std::to_string(ggml_type) +
-                           " has no kernel family");
+  WeightFormat f;
+  if (!block_format(ggml_type, &f))
+    throw std::runtime_error("tensor " + prefix + ".weight: GGUF type " +
+                             std::to_string(ggml_type) + " has no kernel family");
+  return Linear::Kind(int(f));
 }
 
 // `prefix.weight` (+ `prefix.scale` when quantized), or a GGUF block weight; the format follows

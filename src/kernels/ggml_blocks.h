@@ -20,39 +20,31 @@ namespace {
 constexpr uint32_t kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13,
                    kQ6_K = 14;
 
+// Elements and bytes of one block of type T.
+constexpr int block_elems(uint32_t t) { return t >= kQ2_K && t <= kQ6_K ? 256 : 32; }
+constexpr int block_bytes(uint32_t t) {
+  switch (t) {
+    case kQ4_0:
+      return 18;
+    case kQ5_0:
+      return 22;
+    case kQ8_0:
+      return 34;
+    case kQ2_K:
+      return 84;
+    case kQ3_K:
+      return 110;
+    case kQ4_K:
+      return 144;
+    case kQ5_K:
+      return 176;
+    default:
+      return 210;  // kQ6_K
+  }
+}
 template <uint32_t T>
-struct Block;  // elements and bytes of one block
-template <>
-struct Block<kQ4_0> {
-  static constexpr int elems = 32, bytes = 18;
-};
-template <>
-struct Block<kQ5_0> {
-  static constexpr int elems = 32, bytes = 22;
-};
-template <>
-struct Block<kQ8_0> {
-  static constexpr int elems = 32, bytes = 34;
-};
-template <>
-struct Block<kQ2_K> {
-  static constexpr int elems = 256, bytes = 84;
-};
-template <>
-struct Block<kQ3_K> {
-  static constexpr int elems = 256, bytes = 110;
-};
-template <>
-struct Block<kQ4_K> {
-  static constexpr int elems = 256, bytes = 144;
-};
-template <>
-struct Block<kQ5_K> {
-  static constexpr int elems = 256, bytes = 176;
-};
-template <>
-struct Block<kQ6_K> {
-  static constexpr int elems = 256, bytes = 210;
+struct Block {
+  static constexpr int elems = block_elems(T), bytes = block_bytes(T);
 };
 
 inline uint16_t u16_at(const uint8_t* p) {

@@ -45,6 +45,10 @@ enum class WeightFormat : int {
   kQ6_K = 12,
 };
 constexpr int kWeightFormats = 13;
+// The block formats' ggml type ids (model/gguf.h), in WeightFormat order from kQ8_0.
+// block_format: the WeightFormat of a ggml type; false when no family computes it.
+bool block_format(uint32_t ggml_type, WeightFormat* f);
+uint32_t ggml_type_of(WeightFormat f);  // a block format's ggml type (0 otherwise)
 
 // One weight format's kernel family (the llama.cpp "type traits" idea): how an activation row is
 // prepared -- once per row, in the encoding the family's product wants -- and the product itself.

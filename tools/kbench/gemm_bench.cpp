@@ -20,20 +20,6 @@
 namespace cedar {
 namespace {
 
-// the ggml type of the block formats cedar's converter writes
-uint32_t ggml_type_of(WeightFormat f) {
-  switch (f) {
-    case WeightFormat::kQ8_0:
-      return gguf::kQ8_0;
-    case WeightFormat::kQ4_K:
-      return gguf::kQ4_K;
-    case WeightFormat::kQ2_K:
-      return gguf::kQ2_K;
-    default:
-      throw std::invalid_argument("gemm_bench: no weights for this format");
-  }
-}
-
 struct Weight {
   std::vector<uint8_t> w, s;
 };
@@ -67,6 +53,8 @@ Weight make(WeightFormat f, int N, int K) {
     }
     default: {  // a GGUF block format: Gaussian rows through cedar's encoder
       const uint32_t type = ggml_type_of(f);
+      if (!gguf::encodable(type))
+        throw std::invalid_argument("gemm_bench: no encoder for this format");
       const size_t row = size_t(gguf::row_bytes(type, K));
       t.w.resize(size_t(N) * row);
       std::normal_distribution<float> nd(0.0f, 0.02f);

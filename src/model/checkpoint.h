@@ -2,8 +2,9 @@
 //   * a model directory laid out like the Hugging Face release (config.json,
 //     model.safetensors.index.json + shards, or one model.safetensors), memory-mapped;
 //   * a GGUF file of dialect A (model/gguf_source.cpp): the config from its keys, tensors stored
-//     as the release stores them viewed in place, the others re-encoded into the release's
-//     formats at load (an FP8-role tensor stored as BF16 becomes E4M3 + UE8M0 32x32 again).
+//     as the release stores them viewed in place, projections stored as ggml blocks with a kernel
+//     family left in place as block weights, the others re-encoded into the release's formats at
+//     load (an FP8-role tensor stored as BF16 becomes E4M3 + UE8M0 32x32 again).
 // Either way open() validates the whole tensor inventory against the config (names, dtypes,
 // shapes, scale layouts, no missing and no extra tensors) and throws std::runtime_error naming
 // the offending tensor or key, so everything after it sees one layout.

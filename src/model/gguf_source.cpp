@@ -3,6 +3,9 @@
 // (gguf_dialect.cpp); each release tensor is found under its dialect-A name (a routed expert as its
 // slice of the merged tensor) and then either
 //   * viewed in place, when the file stores it as the release does (BF16 and F32 tensors), or
+//   * left in the file as a block weight, an FP8- or FP4-role projection stored as Q8_0, Q4_0,
+//     Q5_0 or Q2_K..Q6_K, which the kernel families of those types compute in place (unless
+//     OpenOptions::blocks_in_place is off), or
 //   * re-encoded into the release's format at load: FP8-role weights and the Engram tables to
 //     E4M3 + UE8M0 with the release's block rule, routed experts from MXFP4 blocks to E2M1 pairs +
 //     UE8M0 (a byte shuffle: the same codes and scales), BF16/F32-role tensors stored in another
@@ -21,6 +24,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
+#include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
 #include "model/gguf.h"
 #include "model/gguf_decode.h"
@@ -111,9 +115,8 @@ class Placer {
   // that go through linear(): not the Engram table (rows gathered, not multiplied) and not
   // wo_a (a bf16-weight product, sliced per output group).
   static bool computed_in_place(const ExpectedTensor& t, uint32_t type) {
-    const bool block = type == gguf::kQ8_0 || type == gguf::kQ4_0 || type == gguf::kQ5_0 ||
-                       (type >= gguf::kQ2_K && type <= gguf::kQ6_K);
-    return block && t.name.find(".engram.embed.") == std::string::npos &&
+    WeightFormat f;
+    return block_format(type, &f) && t.name.find(".engram.embed.") == std::string::npos &&
            t.name.find(".attn.wo_a.") == std::string::npos;
   }
 

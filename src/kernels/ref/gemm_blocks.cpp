@@ -16,31 +16,31 @@ namespace cedar::kernels::ref {
 
 namespace {
 
-constexpr int kRowBlock = 16;  // activation rows sharing one decoded weight row
+// The FP8 loop for every activation row against one decoded weight row wf [K]: out[m * ldo] for
+// m in [0, M). (Multiversioned apart from the decoders: clang does not clone templates.)
+CEDAR_MULTIVERSION
+void rows_against(const float* act, int M, int K, const float* wf, float* out, size_t ldo) {
+  const size_t ld = size_t(act_floats_quant(K));
+  for (int m = 0; m < M; ++m) {
+    const float* xr = act + size_t(m) * ld;
+    float acc = 0.0f;
+    for (int k = 0; k < K / 32; ++k) {
+      const float p = float(simd::dot_lanes_exact(xr + k * 32, wf + k * 32, 32));
+      acc = acc + p * xr[K + k];
+    }
+    out[size_t(m) * ldo] = round_bf16(acc);
+  }
+}
 
 template <uint32_t T>
-CEDAR_MULTIVERSION void block_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t*,
-                                   int n0, int n1, float* out, int ldo) {
+void block_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t*, int n0, int n1,
+                float* out, int ldo) {
   const size_t row_bytes = size_t(K / ggml::Block<T>::elems) * ggml::Block<T>::bytes;
-  const size_t ld = size_t(act_floats_quant(K));
-  const int kb = K / 32;
   std::vector<float> wf(static_cast<size_t>(K));
-  float acc[kRowBlock];
   auto half = [](uint16_t h) { return f16_to_f32(h); };
   for (int n = n0; n < n1; ++n) {
     ggml::decode_row<T>(w + size_t(n) * row_bytes, K, wf.data(), half);
-    for (int m0 = 0; m0 < M; m0 += kRowBlock) {
-      const int mb = M - m0 < kRowBlock ? M - m0 : kRowBlock;
-      for (int m = 0; m < mb; ++m) acc[m] = 0.0f;
-      for (int k = 0; k < kb; ++k)
-        for (int m = 0; m < mb; ++m) {
-          const float* xr = act + size_t(m0 + m) * ld;
-          const float p = float(simd::dot_lanes_exact(xr + k * 32, wf.data() + k * 32, 32));
-          acc[m] = acc[m] + p * xr[K + k];
-        }
-      for (int m = 0; m < mb; ++m)
-        out[size_t(m0 + m) * size_t(ldo) + size_t(n - n0)] = round_bf16(acc[m]);
-    }
+    rows_against(act, M, K, wf.data(), out + (n - n0), size_t(ldo));
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace cedar::ggml {
 namespace {
@@ -193,6 +194,31 @@ void decode_block(const uint8_t* b, float* y, Half half) {
   if constexpr (T == kQ4_K) q45_k<false>(b, y, half);
   if constexpr (T == kQ5_K) q45_k<true>(b, y, half);
   if constexpr (T == kQ6_K) q6_k(b, y, half);
+}
+
+// Calls f(std::integral_constant<uint32_t, T>{}) for the block type T == type and returns true;
+// false (f not called) for any other type id. The one place a runtime type id becomes T.
+template <class F>
+bool with_block_type(uint32_t type, F&& f) {
+  switch (type) {
+    case kQ8_0:
+      return f(std::integral_constant<uint32_t, kQ8_0>{}), true;
+    case kQ4_0:
+      return f(std::integral_constant<uint32_t, kQ4_0>{}), true;
+    case kQ5_0:
+      return f(std::integral_constant<uint32_t, kQ5_0>{}), true;
+    case kQ2_K:
+      return f(std::integral_constant<uint32_t, kQ2_K>{}), true;
+    case kQ3_K:
+      return f(std::integral_constant<uint32_t, kQ3_K>{}), true;
+    case kQ4_K:
+      return f(std::integral_constant<uint32_t, kQ4_K>{}), true;
+    case kQ5_K:
+      return f(std::integral_constant<uint32_t, kQ5_K>{}), true;
+    case kQ6_K:
+      return f(std::integral_constant<uint32_t, kQ6_K>{}), true;
+  }
+  return false;
 }
 
 // n values (whole blocks) of a row of type T.

@@ -64,24 +64,10 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
     throw std::invalid_argument(std::string(t->name) + ": a row of " + std::to_string(n) +
                                 " elements is not whole blocks");
   auto half = [](uint16_t h) { return f16_to_f32(h); };
-  switch (type) {  // the block types: kernels/ggml_blocks.h (shared with the kernel families)
-    case 8:
-      return ggml::decode_row<ggml::kQ8_0>(src, n, dst, half);
-    case 2:
-      return ggml::decode_row<ggml::kQ4_0>(src, n, dst, half);
-    case 6:
-      return ggml::decode_row<ggml::kQ5_0>(src, n, dst, half);
-    case 10:
-      return ggml::decode_row<ggml::kQ2_K>(src, n, dst, half);
-    case 11:
-      return ggml::decode_row<ggml::kQ3_K>(src, n, dst, half);
-    case 12:
-      return ggml::decode_row<ggml::kQ4_K>(src, n, dst, half);
-    case 13:
-      return ggml::decode_row<ggml::kQ5_K>(src, n, dst, half);
-    case 14:
-      return ggml::decode_row<ggml::kQ6_K>(src, n, dst, half);
-  }
+  // the block types: kernels/ggml_blocks.h (shared with the kernel families)
+  if (ggml::with_block_type(
+          type, [&](auto T) { ggml::decode_row<decltype(T)::value>(src, n, dst, half); }))
+    return;
   const int64_t blocks = n / t->block_elems;
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = src + i * t->block_bytes;

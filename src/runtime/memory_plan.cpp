@@ -58,21 +58,16 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   p.ctx = r.ctx > 0 ? r.ctx : cfg.max_position_embeddings;
   // bytes per routed expert: a slot places each run at its page residue (+4 KiB per tensor)
   std::map<std::string, int64_t> experts;
-  for (const auto& [name, t] : ck.tensors()) {
-    p.checkpoint += int64_t(t.nbytes);
-    if (is_engram_table(name)) p.engram_tables += int64_t(t.nbytes);
+  auto count = [&](const std::string& name, int64_t bytes) {
+    p.checkpoint += bytes;
+    if (is_engram_table(name)) p.engram_tables += bytes;
     const std::string e = routed_expert_of(name);
-    if (e.empty()) continue;
-    p.routed_experts += int64_t(t.nbytes);
-    experts[e] += int64_t(t.nbytes) + 4096;
-  }
-  for (const auto& [name, b] : ck.block_weights()) {  // GGUF weights computed in place
-    p.checkpoint += int64_t(b.nbytes);
-    const std::string e = routed_expert_of(name);
-    if (e.empty()) continue;
-    p.routed_experts += int64_t(b.nbytes);
-    experts[e] += int64_t(b.nbytes) + 4096;
-  }
+    if (e.empty()) return;
+    p.routed_experts += bytes;
+    experts[e] += bytes + 4096;
+  };
+  for (const auto& [name, t] : ck.tensors()) count(name, int64_t(t.nbytes));
+  for (const auto& [name, b] : ck.block_weights()) count(name, int64_t(b.nbytes));  // GGUF blocks
   p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)

@@ -245,14 +245,9 @@ GemmKernels block_family() {
 // Every block format's family into a table.
 template <class V>
 void fill_block_families(KernelTable& k) {
-  k.gemm[int(WeightFormat::kQ8_0)] = block_family<V, ggml::kQ8_0>();
-  k.gemm[int(WeightFormat::kQ4_0)] = block_family<V, ggml::kQ4_0>();
-  k.gemm[int(WeightFormat::kQ5_0)] = block_family<V, ggml::kQ5_0>();
-  k.gemm[int(WeightFormat::kQ2_K)] = block_family<V, ggml::kQ2_K>();
-  k.gemm[int(WeightFormat::kQ3_K)] = block_family<V, ggml::kQ3_K>();
-  k.gemm[int(WeightFormat::kQ4_K)] = block_family<V, ggml::kQ4_K>();
-  k.gemm[int(WeightFormat::kQ5_K)] = block_family<V, ggml::kQ5_K>();
-  k.gemm[int(WeightFormat::kQ6_K)] = block_family<V, ggml::kQ6_K>();
+  for (int f = int(WeightFormat::kQ8_0); f < kWeightFormats; ++f)
+    ggml::with_block_type(ggml_type_of(WeightFormat(f)),
+                          [&](auto T) { k.gemm[f] = block_family<V, decltype(T)::value>(); });
 }
 
 }  // namespace

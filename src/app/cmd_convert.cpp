@@ -1,8 +1,8 @@
-// cedar convert --from MODEL --to FILE.gguf [--type bf16|q8_0|q4_k|q2_k] [--split-max-tensors N]:
-// a model (a release-layout directory, or a GGUF file) written as a dialect-A GGUF
-// (model/gguf_convert.h;
-// ../shared/spec/v41-gguf.md §3), with the tokenizer keys of its tokenizer and the Engram token
-// map cedar builds from it. `bf16` is lossless.
+// cedar convert --from MODEL --to FILE.gguf [--type bf16|q8_0|q4_k|q2_k|iq2_xxs] [--dialect a|ds4]
+// [--split-max-tensors N]: a model (a release-layout directory, or a GGUF file) written as a GGUF
+// of dialect A (the llama.cpp converter's layout, ../shared/spec/v41-gguf.md §3) or B (ds4's, §4)
+// (model/gguf_convert.h), with the tokenizer keys of its tokenizer and the Engram token map cedar
+// builds from it. `bf16` is lossless.
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -23,7 +23,11 @@ int cmd_convert(int argc, char** argv) {
              {"type", "", true,
               "bf16 (lossless; the default), q8_0 (FP8 weights and the Engram table as Q8_0, "
               "as llama.cpp's staging file), q4_k (those and the routed experts as Q4_K) or "
-              "q2_k (as Q2_K, the experts' down projections Q3_K)"},
+              "q2_k (as Q2_K, the experts' down projections Q3_K) or iq2_xxs (ds4's Q2 recipe: "
+              "the experts' gate/up IQ2_XXS, down Q2_K, the rest of q8_0)"},
+             {"dialect", "", true,
+              "a (the llama.cpp converter's layout; the default) or ds4 (antirez/ds4's: the "
+              "config as JSON, native Engram rows, llama.cpp's tokenizer keys only)"},
              {"split-max-tensors", "", true,
               "write shards of at most N tensors (FILE-00001-of-0000K.gguf ..., as llama.cpp's "
               "gguf-split does)"},
@@ -39,6 +43,10 @@ int cmd_convert(int argc, char** argv) {
   GgufWriteOptions opt;
   const std::string type = args.get("type", "bf16");
   opt.type = parse_gguf_write_type(type);  // before the model is opened
+  const std::string dialect = args.get("dialect", "a");
+  if (dialect != "a" && dialect != "ds4")
+    throw std::runtime_error("--dialect " + dialect + ": a or ds4");
+  opt.dialect = dialect == "ds4" ? gguf::Dialect::kB : gguf::Dialect::kA;
   // the release tensors themselves: GGUF block weights re-encoded, not left in place
   const auto ck = Checkpoint::open(from, {.blocks_in_place = false});
   const std::string tok_json = ck->tokenizer_json();
@@ -53,7 +61,8 @@ int cmd_convert(int argc, char** argv) {
     opt.split_max_tensors = size_t(split);
   }
   for (const std::string& p : write_gguf(*ck, keys, to, opt))
-    std::printf("wrote %s (dialect A, %s) from %s\n", p.c_str(), type.c_str(), from.c_str());
+    std::printf("wrote %s (dialect %s, %s) from %s\n", p.c_str(), dialect == "ds4" ? "B" : "A",
+                type.c_str(), from.c_str());
   return 0;
 }
 

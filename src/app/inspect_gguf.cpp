@@ -17,6 +17,24 @@
 
 namespace cedar::app {
 
+namespace {
+
+// ds4's native Engram table as the release's [rows, cols] values
+std::vector<float> decode_engram_rows(const gguf::Files& files, const gguf::TensorInfo& t,
+                                      std::vector<int64_t>* shape) {
+  const int64_t rows = int64_t(t.ne[1]), cols = int64_t(t.ne[0]) * 32 / 33;
+  if (t.n_dims != 2 || cols + cols / 32 != int64_t(t.ne[0]))
+    throw std::runtime_error("tensor '" + std::string(t.name) + "' is not of native Engram rows");
+  *shape = {rows, cols};
+  std::vector<float> v(size_t(rows * cols));
+  const uint8_t* base = files.data(t);
+  for (int64_t r = 0; r < rows; ++r)
+    gguf::decode_engram_row(base + r * int64_t(t.ne[0]), cols, v.data() + r * cols);
+  return v;
+}
+
+}  // namespace
+
 int inspect_gguf(const std::string& path, bool as_json, const std::string& tensor,
                  const std::string& out) {
   const gguf::Files files = gguf::open_files(path);
@@ -24,13 +42,16 @@ int inspect_gguf(const std::string& path, bool as_json, const std::string& tenso
   if (!tensor.empty()) {
     if (out.empty()) throw std::runtime_error("--tensor needs --out F.npy");
     int expert = -1;
-    std::string name = gguf::gguf_tensor_name(tensor, &expert);
+    const gguf::Dialect dialect = gguf::detect_dialect(h).dialect;
+    std::string name = gguf::gguf_tensor_name(tensor, &expert, dialect);
     if (name.empty()) name = tensor;  // a GGUF name
     const gguf::TensorInfo* t = h.tensor(name);
     if (!t) throw std::runtime_error(path + ": no tensor '" + name + "'");
     std::vector<int64_t> shape;
     const std::vector<float> v =
-        gguf::decode_tensor(files.header(*t), files.file(*t), *t, expert, &shape);
+        dialect == gguf::Dialect::kB && t->type == gguf::kI8 && name.ends_with("engram_embd.weight")
+            ? decode_engram_rows(files, *t, &shape)
+            : gguf::decode_tensor(files.header(*t), files.file(*t), *t, expert, &shape);
     write_npy_f32(out, v.data(), shape);
     std::printf("wrote %s: %s%s, %s\n", out.c_str(), name.c_str(),
                 expert >= 0 ? (" expert " + std::to_string(expert)).c_str() : "",

@@ -16,8 +16,25 @@ namespace cedar {
 
 // One projection weight [out, in] in whichever format the checkpoint stores it.
 struct Linear {
-  // in WeightFormat order; Q8_0 .. Q6_K: ggml blocks from a GGUF file, computed in place
-  enum class Kind { FP8, FP4, BF16, F32, FP8W, Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
+  // in WeightFormat order; Q8_0 .. IQ1_M: ggml blocks from a GGUF file, computed in place
+  enum class Kind {
+    FP8,
+    FP4,
+    BF16,
+    F32,
+    FP8W,
+    Q8_0,
+    Q4_0,
+    Q5_0,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    IQ2_XXS,
+    IQ1_S,
+    IQ1_M
+  };
   Kind kind = Kind::BF16;
   int out = 0, in = 0;
   // FP8 codes [out, in] | packed E2M1 [out, in/2] | bf16 | f32 | out rows of ggml blocks
@@ -37,7 +54,8 @@ static_assert(int(Linear::Kind::FP8) == int(WeightFormat::kFP8) &&
               int(Linear::Kind::FP8W) == int(WeightFormat::kFP8W) &&
               int(Linear::Kind::Q8_0) == int(WeightFormat::kQ8_0) &&
               int(Linear::Kind::Q6_K) == int(WeightFormat::kQ6_K) &&
-              int(Linear::Kind::Q6_K) + 1 == kWeightFormats);
+              int(Linear::Kind::IQ1_M) == int(WeightFormat::kIQ1_M) &&
+              int(Linear::Kind::IQ1_M) + 1 == kWeightFormats);
 
 struct ExpertWeights {
   Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]

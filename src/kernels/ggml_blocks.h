@@ -4,7 +4,8 @@
 // compute with such weights in place (kernels/ref/gemm_blocks.cpp, kernels/fast/gemm_blocks.h), so
 // both read the same values.
 //
-// Like the fast kernel headers this one includes nothing but C headers and keeps everything in an
+// Like the fast kernel headers this one includes nothing but C headers (and the IQ grids, plain
+// constexpr arrays generated at configure time: cmake/GgmlTables.cmake) and keeps everything in an
 // anonymous namespace: each translation unit, the ISA ones included, gets its own copy compiled
 // with its own flags, and no AVX-512 code reaches another TU through a shared inline function.
 // For the same reason the fp16 scale conversion is a template parameter (`Half`: any exact
@@ -15,16 +16,24 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ggml_iq_tables.h"
+
 namespace cedar::ggml {
 namespace {
 
 constexpr uint32_t kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13,
-                   kQ6_K = 14;
+                   kQ6_K = 14, kIQ2_XXS = 16, kIQ1_S = 19, kIQ1_M = 29;
 
 // Elements and bytes of one block of type T.
-constexpr int block_elems(uint32_t t) { return t >= kQ2_K && t <= kQ6_K ? 256 : 32; }
+constexpr int block_elems(uint32_t t) { return t == kQ8_0 || t == kQ4_0 || t == kQ5_0 ? 32 : 256; }
 constexpr int block_bytes(uint32_t t) {
   switch (t) {
+    case kIQ2_XXS:
+      return 66;
+    case kIQ1_S:
+      return 50;
+    case kIQ1_M:
+      return 56;
     case kQ4_0:
       return 18;
     case kQ5_0:
@@ -183,6 +192,70 @@ void q6_k(const uint8_t* b, float* y, Half half) {
     }
 }
 
+// block_iq2_xxs {d; qs[32] (u16)}: eight 32-value groups of 8 bytes, read as two u32 words: the
+// first's bytes index the grid of 8 magnitudes (each 8, 25 or 43) of the group's four 8-value
+// runs; the second holds four 7-bit sign-pattern indices (an even number of minus signs: the
+// eighth is implied) and, in its top 4 bits, the group scale s: d * (0.5 + s) / 4.
+template <class Half>
+void iq2_xxs(const uint8_t* b, float* y, Half half) {
+  const float d = half(u16_at(b));
+  for (int g = 0; g < 8; ++g, y += 32) {
+    uint32_t idx, aux;
+    std::memcpy(&idx, b + 2 + 8 * g, 4);
+    std::memcpy(&aux, b + 6 + 8 * g, 4);
+    const float dg = d * (0.5f + float(aux >> 28)) * 0.25f;
+    for (int run = 0; run < 4; ++run) {
+      const uint64_t grid = tables::kIq2xxsGrid[(idx >> (8 * run)) & 255];
+      const uint8_t signs = tables::kKsignsIq2xs[(aux >> (7 * run)) & 127];
+      for (int j = 0; j < 8; ++j) {
+        const float v = dg * float((grid >> (8 * j)) & 255);
+        y[8 * run + j] = signs & tables::kKmaskIq2xs[j] ? -v : v;
+      }
+    }
+  }
+}
+
+// The IQ1 grids' entries are eight int8 values in {-1, 0, 1}, moved by +-1/8 per run.
+constexpr float kIq1Delta = 0.125f;
+inline void iq1_run(uint32_t grid_index, float scale, bool minus, float* y) {
+  const uint64_t grid = tables::kIq1sGrid[grid_index];
+  const float delta = minus ? -kIq1Delta : kIq1Delta;
+  for (int j = 0; j < 8; ++j) y[j] = scale * (float(int8_t(grid >> (8 * j))) + delta);
+}
+
+// block_iq1_s {d; qs[32]; qh[8] (u16)}: per 32-value group g, qh[g] holds the four runs' 3 high
+// grid-index bits (bits 0-11), the odd scale 2s + 1 (bits 12-14) and the delta's sign (bit 15).
+template <class Half>
+void iq1_s(const uint8_t* b, float* y, Half half) {
+  const float d = half(u16_at(b));
+  for (int g = 0; g < 8; ++g) {
+    const uint16_t qh = u16_at(b + 34 + 2 * g);
+    const float dl = d * float(2 * ((qh >> 12) & 7) + 1);
+    for (int run = 0; run < 4; ++run, y += 8)
+      iq1_run(b[2 + 4 * g + run] | (((qh >> (3 * run)) & 7u) << 8), dl, qh & 0x8000, y);
+  }
+}
+
+// block_iq1_m {qs[32]; qh[16]; scales[8]}: no d field -- its 16 bits are the top nibbles of the
+// four u16 scale words; each group's two halves have their own odd 3-bit scales (bits 6(g%2)..),
+// and each run its 3 high index bits and delta sign in a nibble of qh.
+template <class Half>
+void iq1_m(const uint8_t* b, float* y, Half half) {
+  uint16_t sc[4];
+  for (int i = 0; i < 4; ++i) sc[i] = u16_at(b + 48 + 2 * i);
+  const float d = half(uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
+                                (sc[3] & 0xf000)));
+  for (int g = 0; g < 8; ++g) {
+    const int shift = 6 * (g % 2);
+    const float dl[2] = {d * float(2 * ((sc[g / 2] >> shift) & 7) + 1),
+                         d * float(2 * ((sc[g / 2] >> (shift + 3)) & 7) + 1)};
+    for (int run = 0; run < 4; ++run, y += 8) {
+      const uint8_t nib = uint8_t(b[32 + 2 * g + run / 2] >> (4 * (run % 2)));
+      iq1_run(b[4 * g + run] | ((nib & 7u) << 8), dl[run / 2], nib & 8, y);
+    }
+  }
+}
+
 // One block of type T (one of the constants above) to its Block<T>::elems values.
 template <uint32_t T, class Half>
 void decode_block(const uint8_t* b, float* y, Half half) {
@@ -194,6 +267,9 @@ void decode_block(const uint8_t* b, float* y, Half half) {
   if constexpr (T == kQ4_K) q45_k<false>(b, y, half);
   if constexpr (T == kQ5_K) q45_k<true>(b, y, half);
   if constexpr (T == kQ6_K) q6_k(b, y, half);
+  if constexpr (T == kIQ2_XXS) iq2_xxs(b, y, half);
+  if constexpr (T == kIQ1_S) iq1_s(b, y, half);
+  if constexpr (T == kIQ1_M) iq1_m(b, y, half);
 }
 
 // Calls f(std::integral_constant<uint32_t, T>{}) for the block type T == type and returns true;
@@ -217,6 +293,12 @@ bool with_block_type(uint32_t type, F&& f) {
       return f(std::integral_constant<uint32_t, kQ5_K>{}), true;
     case kQ6_K:
       return f(std::integral_constant<uint32_t, kQ6_K>{}), true;
+    case kIQ2_XXS:
+      return f(std::integral_constant<uint32_t, kIQ2_XXS>{}), true;
+    case kIQ1_S:
+      return f(std::integral_constant<uint32_t, kIQ1_S>{}), true;
+    case kIQ1_M:
+      return f(std::integral_constant<uint32_t, kIQ1_M>{}), true;
   }
   return false;
 }

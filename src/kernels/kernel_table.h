@@ -43,8 +43,11 @@ enum class WeightFormat : int {
   kQ4_K = 10,
   kQ5_K = 11,
   kQ6_K = 12,
+  kIQ2_XXS = 13,
+  kIQ1_S = 14,
+  kIQ1_M = 15,
 };
-constexpr int kWeightFormats = 13;
+constexpr int kWeightFormats = 16;
 // The block formats' ggml type ids (model/gguf.h), in WeightFormat order from kQ8_0.
 // block_format: the WeightFormat of a ggml type; false when no family computes it.
 bool block_format(uint32_t ggml_type, WeightFormat* f);

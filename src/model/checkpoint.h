@@ -30,9 +30,9 @@ class Checkpoint {
  public:
   struct OpenOptions {
     // GGUF: FP8- and FP4-role weights stored in a ggml block type with a kernel family (Q8_0,
-    // Q4_0, Q5_0, Q2_K .. Q6_K) stay in the file as block weights (below); false re-encodes them
-    // into the release's formats like any other type (`cedar convert --from`, which reads the
-    // release tensors).
+    // Q4_0, Q5_0, Q2_K .. Q6_K, IQ2_XXS, IQ1_S, IQ1_M) stay in the file as block weights
+    // (below); false re-encodes them into the release's formats like any other type (`cedar
+    // convert --from`, which reads the release tensors).
     bool blocks_in_place = true;
   };
   // A directory or a GGUF file (sniffed by its magic).
@@ -61,7 +61,7 @@ class Checkpoint {
   const LoadStats& load_stats() const { return stats_; }
 
   // A weight a GGUF file stores in a ggml block type that the kernels compute in place
-  // (WeightFormat kQ8_0 .. kQ6_K) rather than re-encoded: under the release weight's name
+  // (WeightFormat kQ8_0 .. kIQ1_M) rather than re-encoded: under the release weight's name
   // ("X.weight" of an FP8- or FP4-role projection, whose "X.scale" then does not exist, nor
   // "X.weight" in tensors()), its logical [out, in], the ggml type id and its bytes (out rows of in
   // / block_elems blocks).

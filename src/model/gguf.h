@@ -52,7 +52,8 @@ struct TypeInfo {
 // nullptr for an id the table does not know
 const TypeInfo* type_info(uint32_t id);
 constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11,
-                   kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30, kMXFP4 = 39, kI8 = 24;
+                   kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kIQ2_XXS = 16, kIQ1_S = 19, kIQ1_M = 29,
+                   kBF16 = 30, kMXFP4 = 39, kI8 = 24;
 
 struct TensorInfo {
   std::string_view name;

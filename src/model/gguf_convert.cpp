@@ -118,9 +118,13 @@ uint32_t lossy_type(GgufWriteType type, Role role, int64_t in) {
     case GgufWriteType::kQ2_K:
       t = role == Role::kDown ? gguf::kQ3_K : gguf::kQ2_K;
       break;
+    case GgufWriteType::kIQ2_XXS:  // ds4's Q2 recipe
+      t = role == Role::kFp8 ? gguf::kQ8_0 : role == Role::kDown ? gguf::kQ2_K : gguf::kIQ2_XXS;
+      break;
   }
-  if ((t == gguf::kQ2_K || t == gguf::kQ3_K || t == gguf::kQ4_K) && in % 256 != 0)
-    t = t == gguf::kQ4_K ? gguf::kQ5_0 : gguf::kQ4_0;
+  const bool k_quant =
+      t == gguf::kQ2_K || t == gguf::kQ3_K || t == gguf::kQ4_K || t == gguf::kIQ2_XXS;
+  if (k_quant && in % 256 != 0) t = t == gguf::kQ4_K ? gguf::kQ5_0 : gguf::kQ4_0;
   return in % 32 == 0 ? t : 0;
 }
 
@@ -162,7 +166,8 @@ GgufWriteType parse_gguf_write_type(const std::string& name) {
   if (name == "q8_0") return GgufWriteType::kQ8_0;
   if (name == "q4_k") return GgufWriteType::kQ4_K;
   if (name == "q2_k") return GgufWriteType::kQ2_K;
-  throw std::runtime_error("--type " + name + ": bf16 (lossless), q8_0, q4_k or q2_k");
+  if (name == "iq2_xxs") return GgufWriteType::kIQ2_XXS;
+  throw std::runtime_error("--type " + name + ": bf16 (lossless), q8_0, q4_k, q2_k or iq2_xxs");
 }
 
 const char* gguf_write_type_description(GgufWriteType type) {
@@ -177,16 +182,19 @@ const char* gguf_write_type_description(GgufWriteType type) {
     case GgufWriteType::kQ2_K:
       return "Q2_K (cedar convert: FP8 weights, the Engram table and the experts' gate/up as "
              "Q2_K, their down as Q3_K; rows not of whole 256-value blocks as Q4_0)";
+    case GgufWriteType::kIQ2_XXS:
+      return "IQ2_XXS (cedar convert, ds4's Q2 recipe: the experts' gate/up as IQ2_XXS, their "
+             "down as Q2_K, FP8 weights and the Engram table as Q8_0; rows not of whole "
+             "256-value blocks as Q4_0)";
   }
   return "";
 }
 
-std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
-                                    const std::string& path, const GgufWriteOptions& opt) {
-  const ModelConfig& cfg = ck.config();
-  gguf::Writer w;
-  gguf::write_config_keys(cfg, w);
-  w.add_string("general.file_type_name", gguf_write_type_description(opt.type));
+namespace {
+
+// The tokenizer keys every dialect writes (llama.cpp's), then the dialect's own.
+void write_tokenizer_keys(const ModelConfig& cfg, const GgufTokenizerKeys& tk, gguf::Dialect d,
+                          gguf::Writer& w) {
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", "joyai-llm");  // what published V4.1 files carry
   w.add_string_array("tokenizer.ggml.tokens", tk.tokens);
@@ -194,22 +202,68 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
   w.add_string_array("tokenizer.ggml.merges", tk.merges);
   w.add_u32("tokenizer.ggml.bos_token_id", uint32_t(cfg.bos_token_id));
   w.add_u32("tokenizer.ggml.eos_token_id", uint32_t(cfg.eos_token_id));
+  if (d == gguf::Dialect::kB) {  // ds4's, without a padding id or the whole tokenizer.json
+    w.add_bool("tokenizer.ggml.add_bos_token", true);
+    w.add_bool("tokenizer.ggml.add_eos_token", false);
+    return;
+  }
   w.add_u32("tokenizer.ggml.padding_token_id", uint32_t(cfg.pad_token_id));
   if (!tk.hf_json.empty()) w.add_string("tokenizer.huggingface.json", tk.hf_json);
+}
+
+// The config keys of the dialect (dialect B's carry the Engram token map; A's get it here).
+void write_model_keys(const ModelConfig& cfg, const GgufTokenizerKeys& tk,
+                      const GgufWriteOptions& opt, gguf::Writer& w) {
+  if (!cfg.engram_layer_ids.empty() && tk.engram_map.size() != size_t(cfg.vocab_size))
+    throw std::runtime_error("convert: the Engram token map has " +
+                             std::to_string(tk.engram_map.size()) +
+                             " entries for a vocabulary of " + std::to_string(cfg.vocab_size));
+  if (opt.dialect == gguf::Dialect::kB) {
+    gguf::write_ds4_keys(cfg, tk.engram_map, w);
+    w.add_string("deepseek41.quantization", gguf_write_type_description(opt.type));
+    w.add_string("deepseek41.calibration", "none (cedar convert)");
+    return;
+  }
+  gguf::write_config_keys(cfg, w);
+  w.add_string("general.file_type_name", gguf_write_type_description(opt.type));
   if (!cfg.engram_layer_ids.empty()) {
-    if (tk.engram_map.size() != size_t(cfg.vocab_size))
-      throw std::runtime_error("convert: the Engram token map has " +
-                               std::to_string(tk.engram_map.size()) +
-                               " entries for a vocabulary of " + std::to_string(cfg.vocab_size));
     w.add_i32_array("deepseek41.engram.token_map", tk.engram_map);
     w.add_u32("deepseek41.engram.pad_id", uint32_t(tk.engram_map[size_t(cfg.engram_pad_token_id)]));
   }
+}
+
+// ds4's native Engram rows of a release table: each row's E4M3 codes, then its UE8M0 scales
+// (the source bytes, spec §4.3).
+void fill_engram_rows(const TensorView& codes, const TensorView& scales, uint8_t* dst) {
+  const int64_t cols = codes.dim(1), nb = scales.dim(1);
+  for (int64_t r = 0; r < codes.dim(0); ++r, dst += cols + nb) {
+    std::memcpy(dst, codes.data + r * cols, size_t(cols));
+    std::memcpy(dst + cols, scales.data + r * nb, size_t(nb));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
+                                    const std::string& path, const GgufWriteOptions& opt) {
+  const ModelConfig& cfg = ck.config();
+  const bool ds4 = opt.dialect == gguf::Dialect::kB;
+  if (!ds4 && opt.dialect != gguf::Dialect::kA)
+    throw std::invalid_argument("convert: cedar writes dialects A and B");
+  gguf::Writer w(ds4 ? 16384 : 32);  // ds4 aligns every tensor to 16 KiB
+  write_model_keys(cfg, tk, opt, w);
+  write_tokenizer_keys(cfg, tk, opt.dialect, w);
+  std::vector<std::string> engram_tables;  // ds4 writes them last
 
   static const std::regex expert_re(R"((layers\.\d+\.ffn\.experts\.)(\d+)\.(w[123])\.weight)");
   for (const ExpectedTensor& t : expected_tensors(cfg)) {
     int expert = -1;
-    const std::string name = gguf::gguf_tensor_name(t.name, &expert);
+    const std::string name = gguf::gguf_tensor_name(t.name, &expert, opt.dialect);
     if (name.empty() || t.name.ends_with(".scale")) continue;  // sidecars; scales go with weights
+    if (ds4 && t.name.ends_with(".engram.embed.weight")) {
+      engram_tables.push_back(t.name);
+      continue;
+    }
     std::smatch m;
     if (std::regex_match(t.name, m, expert_re)) {
       if (m[2].str() != "0") continue;  // the merged tensor is written with expert 0
@@ -260,6 +314,14 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
         throw std::runtime_error("convert: " + t.name + " is " + dtype_name(v.dtype) +
                                  ", which has no lossless GGUF form here");
     }
+  }
+  for (const std::string& t : engram_tables) {
+    const TensorView& codes = ck.get(t);
+    const TensorView& scales = ck.get(t.substr(0, t.size() - 7) + ".scale");
+    const uint64_t row = uint64_t(codes.dim(1) + scales.dim(1));
+    w.add_tensor(gguf::gguf_tensor_name(t, nullptr, opt.dialect), gguf::kI8,
+                 {row, uint64_t(codes.dim(0))},
+                 [&codes, &scales](uint8_t* dst) { fill_engram_rows(codes, scales, dst); });
   }
   if (opt.split_max_tensors == 0) {
     w.write(path);

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "model/gguf_dialect.h"
+
 namespace cedar {
 
 class Checkpoint;
@@ -42,17 +44,22 @@ GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
 // kBF16: lossless (FP8 weights and the Engram table as the BF16 of their exact values);
 // kQ8_0: as the llama.cpp converter's staging file (those tensors as Q8_0, lossy); kQ4_K, kQ2_K:
 // the K-quant rungs above
-enum class GgufWriteType { kBF16, kQ8_0, kQ4_K, kQ2_K };
-// "bf16" / "q8_0" / "q4_k" / "q2_k"; throws naming the value otherwise
+// kIQ2_XXS: ds4's Q2 recipe (the experts' gate/up IQ2_XXS, down Q2_K, the FP8 roles Q8_0)
+enum class GgufWriteType { kBF16, kQ8_0, kQ4_K, kQ2_K, kIQ2_XXS };
+// "bf16" / "q8_0" / "q4_k" / "q2_k" / "iq2_xxs"; throws naming the value otherwise
 GgufWriteType parse_gguf_write_type(const std::string& name);
 // general.file_type_name of a file written with the type
 const char* gguf_write_type_description(GgufWriteType type);
 
 struct GgufWriteOptions {
   GgufWriteType type = GgufWriteType::kBF16;
+  // kA: the llama.cpp converter's layout; kB: ds4's (its keys with the whole config as JSON, its
+  // Engram projection names, the Engram tables as native rows of their source bytes at the end,
+  // 16 KiB alignment, llama.cpp's tokenizer keys only)
+  gguf::Dialect dialect = gguf::Dialect::kA;
   size_t split_max_tensors = 0;  // > 0: shards of at most that many tensors (Writer::write_split)
 };
-// Writes `ck` to `path` (via path.tmp) as dialect A: the config and tokenizer keys, the text
+// Writes `ck` to `path` (via path.tmp) in opt.dialect: the config and tokenizer keys, the text
 // model's tensors (routed experts merged as MXFP4, BF16/F32 tensors as stored). Throws naming the
 // tensor for anything it cannot store. Returns the paths written.
 std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,

@@ -46,6 +46,9 @@ bool decodable(uint32_t type) {
     case 12:  // Q4_K
     case 13:  // Q5_K
     case 14:  // Q6_K
+    case 16:  // IQ2_XXS
+    case 19:  // IQ1_S
+    case 29:  // IQ1_M
     case 24:  // I8
     case 30:  // BF16
     case 39:  // MXFP4
@@ -93,6 +96,19 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
         break;
     }
   }
+}
+
+bool engram_row_valid(const uint8_t* row, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c)
+    if ((row[c] & 0x7f) == 0x7f) return false;
+  for (int64_t j = 0; j < cols / 32; ++j)
+    if (row[cols + j] == 255) return false;
+  return true;
+}
+
+void decode_engram_row(const uint8_t* row, int64_t cols, float* dst) {
+  for (int64_t c = 0; c < cols; ++c)
+    dst[c] = e4m3_to_f32(row[c]) * ue8m0_to_f32(row[cols + c / 32]);
 }
 
 namespace {

@@ -20,6 +20,13 @@ bool decodable(uint32_t type);
 // type decodable() refuses or a ragged n.
 void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst);
 
+// ds4's native Engram rows (`e4m3_e8m0_32_row264`, spec §4.3; an I8 tensor [cols + cols/32,
+// rows]): `cols` E4M3 codes, then one UE8M0 scale per 32 columns; value = e4m3 x 2^(scale - 127).
+// Whether a row is free of NaN (codes 0x7F/0xFF, scale 255), which ds4 refuses and so does cedar;
+// one row decoded to fp32 (exact).
+bool engram_row_valid(const uint8_t* row, int64_t cols);
+void decode_engram_row(const uint8_t* row, int64_t cols, float* dst);
+
 // Bytes of one row (ne[0] elements) of a tensor; of n elements of a type (whole blocks).
 uint64_t row_bytes(const TensorInfo& t);
 uint64_t row_bytes(uint32_t type, int64_t n);

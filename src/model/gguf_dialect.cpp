@@ -84,6 +84,13 @@ constexpr NamePair kLayer[] = {
     {"engram.k_weight", "engram_k.weight"},
 };
 
+// ds4's names for the Engram projections (spec §4.2), before kLayer
+constexpr NamePair kLayerDs4[] = {
+    {"engram.wkv", "engram_kv.weight"},
+    {"engram.q_weight", "engram_q_norm.weight"},
+    {"engram.k_weight", "engram_k_norm.weight"},
+};
+
 // "attn.wq_a.weight" / "attn.wq_a.scale" -> "attn.wq_a" (a weight and its block scales are one
 // GGUF tensor); names without such a suffix stay as they are
 std::string strip_weight_or_scale(const std::string& s) {
@@ -152,7 +159,7 @@ DialectInfo detect_dialect(const Header& h) {
   return d;
 }
 
-std::string gguf_tensor_name(const std::string& release, int* expert) {
+std::string gguf_tensor_name(const std::string& release, int* expert, Dialect dialect) {
   if (expert) *expert = -1;
   for (const NamePair& p : kTop)
     if (release == p.release) return p.gguf;
@@ -170,6 +177,9 @@ std::string gguf_tensor_name(const std::string& release, int* expert) {
                               : "ffn_down_exps.weight");
   }
   const std::string base = strip_weight_or_scale(rest);
+  if (dialect == Dialect::kB)
+    for (const NamePair& p : kLayerDs4)
+      if (rest == p.release || base == p.release) return blk + p.gguf;
   for (const NamePair& p : kLayer)
     if (rest == p.release || base == p.release) return blk + p.gguf;
   return "";
@@ -249,6 +259,7 @@ void write_config_keys(const ModelConfig& c, Writer& w) {
 
 ModelConfig config_from_gguf(const Header& h, const std::string& label) {
   const DialectInfo d = detect_dialect(h);
+  if (d.dialect == Dialect::kB) return config_from_ds4(h, label);
   if (d.dialect != Dialect::kA)
     fail(label, "GGUF layout " + (d.name.empty() ? std::string("unknown") : d.name) +
                     " is not one cedar reads yet: " + d.detail);

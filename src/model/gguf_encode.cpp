@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "ggml_iq_tables.h"
 #include "model/gguf.h"
 #include "numerics/fp16.h"
 
@@ -168,10 +169,75 @@ void q4_k_block(const float* x, uint8_t* b) {
       b[16 + 32 * c + l] = uint8_t(q[64 * c + l] | q[64 * c + 32 + l] << 4);
 }
 
+// IQ2_XXS (spec §7.9): each 8-value run takes the signs of its values (an odd count of minus
+// signs flips the smallest magnitude's, the format implying the eighth sign from parity) and the
+// grid entry nearest to its signed magnitudes; each 32-value group the 4-bit scale (of three
+// candidates around its largest magnitude over the grid's 43) with the least squared error; the
+// block's fp16 d maps the largest group to scale 15.
+struct Iq2Run {
+  uint8_t grid = 0, signs = 0;  // grid index, 7-bit sign index
+  float err = 0.0f;
+};
+Iq2Run iq2_xxs_run(const float* x, float dg) {
+  Iq2Run r;
+  int pattern = 0, smallest = 0;
+  for (int j = 0; j < 8; ++j) {
+    if (x[j] < 0) pattern |= 1 << j;
+    if (std::fabs(x[j]) < std::fabs(x[smallest])) smallest = j;
+  }
+  if (__builtin_popcount(unsigned(pattern)) % 2) pattern ^= 1 << smallest;
+  r.signs = uint8_t(pattern & 127);
+  float t[8];  // the magnitudes the grid should match (negative where the sign was overridden)
+  for (int j = 0; j < 8; ++j) t[j] = pattern >> j & 1 ? -x[j] : x[j];
+  r.err = INFINITY;
+  for (int g = 0; g < 256; ++g) {
+    const uint64_t grid = ggml::tables::kIq2xxsGrid[g];
+    float e = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      const float diff = dg * float((grid >> (8 * j)) & 255) - t[j];
+      e += diff * diff;
+    }
+    if (e < r.err) r.err = e, r.grid = uint8_t(g);
+  }
+  return r;
+}
+
+void iq2_xxs_block(const float* x, uint8_t* b) {
+  float gmax[8], top = 0.0f;
+  for (int g = 0; g < 8; ++g) {
+    gmax[g] = 0.0f;
+    for (int i = 0; i < 32; ++i) gmax[g] = std::max(gmax[g], std::fabs(x[32 * g + i]));
+    top = std::max(top, gmax[g]);
+  }
+  const float d = f16_rounded(top / 43.0f / (15.5f * 0.25f));
+  put_f16(b, d);
+  for (int g = 0; g < 8; ++g) {
+    uint32_t idx = 0, aux = 0;
+    if (d > 0.0f) {
+      const int s0 = round_clamp(gmax[g] / 43.0f / (d * 0.25f) - 0.5f, 0, 15);
+      float best = INFINITY;
+      for (int s = std::max(0, s0 - 1); s <= std::min(15, s0 + 1); ++s) {
+        const float dg = d * (0.5f + float(s)) * 0.25f;
+        uint32_t i = 0, a = uint32_t(s) << 28;
+        float err = 0.0f;
+        for (int run = 0; run < 4; ++run) {
+          const Iq2Run r = iq2_xxs_run(x + 32 * g + 8 * run, dg);
+          i |= uint32_t(r.grid) << (8 * run);
+          a |= uint32_t(r.signs) << (7 * run);
+          err += r.err;
+        }
+        if (err < best) best = err, idx = i, aux = a;
+      }
+    }
+    std::memcpy(b + 2 + 8 * g, &idx, 4);
+    std::memcpy(b + 6 + 8 * g, &aux, 4);
+  }
+}
+
 }  // namespace
 
 bool encodable(uint32_t type) {
-  for (uint32_t t : {kQ8_0, kQ4_0, kQ5_0, kQ2_K, kQ3_K, kQ4_K})
+  for (uint32_t t : {kQ8_0, kQ4_0, kQ5_0, kQ2_K, kQ3_K, kQ4_K, kIQ2_XXS})
     if (type == t) return true;
   return false;
 }
@@ -202,6 +268,9 @@ void encode_row(uint32_t type, const float* x, int64_t n, uint8_t* dst) {
         break;
       case kQ4_K:
         q4_k_block(v, b);
+        break;
+      case kIQ2_XXS:
+        iq2_xxs_block(v, b);
         break;
     }
   }

@@ -11,7 +11,7 @@ namespace cedar::gguf {
 // n (a multiple of 32) values -> n / 32 blocks of 34 bytes.
 void encode_q8_0_row(const float* x, int64_t n, uint8_t* dst);
 
-// Whether encode_row writes the type: Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K.
+// Whether encode_row writes the type: Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, IQ2_XXS.
 bool encodable(uint32_t type);
 // n values (whole blocks of the type) -> n / block_elems blocks. Q8_0 as above; the others by
 // cedar's own quantizer (docs/GGUF.md "Quantizers"): each block's or sub-block's range read

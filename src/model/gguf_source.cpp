@@ -1,15 +1,16 @@
-// Checkpoint::open_gguf: a dialect-A GGUF file (or split model) as the release-layout tensors the
-// engine reads (issue 15, spec v41-gguf.md). The config comes from the file's keys
-// (gguf_dialect.cpp); each release tensor is found under its dialect-A name (a routed expert as its
-// slice of the merged tensor) and then either
+// Checkpoint::open_gguf: a dialect-A or dialect-B GGUF file (or split model) as the release-layout
+// tensors the engine reads (issue 15, spec v41-gguf.md). The config comes from the file's keys
+// (gguf_dialect*.cpp); each release tensor is found under its dialect's name (a routed expert as
+// its slice of the merged tensor) and then either
 //   * viewed in place, when the file stores it as the release does (BF16 and F32 tensors), or
 //   * left in the file as a block weight, an FP8- or FP4-role projection stored as Q8_0, Q4_0,
-//     Q5_0 or Q2_K..Q6_K, which the kernel families of those types compute in place (unless
-//     OpenOptions::blocks_in_place is off), or
+//     Q5_0, Q2_K..Q6_K, IQ2_XXS, IQ1_S or IQ1_M, which the kernel families of those types compute
+//     in place (unless OpenOptions::blocks_in_place is off), or
 //   * re-encoded into the release's format at load: FP8-role weights and the Engram tables to
-//     E4M3 + UE8M0 with the release's block rule, routed experts from MXFP4 blocks to E2M1 pairs +
-//     UE8M0 (a byte shuffle: the same codes and scales), BF16/F32-role tensors stored in another
-//     type decoded and rounded once.
+//     E4M3 + UE8M0 with the release's block rule (ds4's native Engram rows split into codes and
+//     scales: a byte copy), routed experts from MXFP4 blocks to E2M1 pairs + UE8M0 (a byte
+//     shuffle: the same codes and scales), BF16/F32-role tensors stored in another type decoded
+//     and rounded once.
 // So an FP8 weight stored as the BF16 of its exact values gets its FP8 GEMM semantics back (the
 // same codes times the same powers of two, or another power-of-two split of the same values, which
 // every kernel sums identically) and the file gives the release's logits bit for bit. A value the
@@ -50,12 +51,13 @@ class Placer {
  public:
   // blocks: where FP8/FP4-role weights stored in a block type with a kernel family go, computed
   // in place (nullptr: every such weight is re-encoded)
-  Placer(const gguf::Files& files, const std::string& label,
+  Placer(const gguf::Files& files, gguf::Dialect dialect, const std::string& label,
          std::function<uint8_t*(size_t)> allocate, std::map<std::string, TensorView>& out,
          std::map<std::string, Checkpoint::BlockWeight>* blocks, Checkpoint::LoadStats& stats,
          ThreadPool& pool)
       : pool_(pool),
         files_(files),
+        dialect_(dialect),
         label_(label),
         allocate_(std::move(allocate)),
         out_(out),
@@ -65,7 +67,7 @@ class Placer {
   // t: a release tensor; scale: its ".scale" tensor for FP8/FP4 weights (nullptr otherwise).
   void place(const ExpectedTensor& t, const ExpectedTensor* scale) {
     int expert = -1;
-    const std::string name = gguf::gguf_tensor_name(t.name, &expert);
+    const std::string name = gguf::gguf_tensor_name(t.name, &expert, dialect_);
     if (name.empty())
       throw std::runtime_error(label_ + ": tensor '" + t.name + "' has no GGUF form");
     const gguf::TensorInfo* ti = files_.merged.tensor(name);
@@ -74,7 +76,10 @@ class Placer {
                                "' is missing (it holds the release's " + t.name + ")");
     std::vector<int64_t> want = t.shape;         // the logical [out, in] of the stored tensor
     if (t.dtype == DType::I8) want.back() *= 2;  // FP4 pairs
+    const bool native_rows = ti->type == gguf::kI8 && is_engram_table(t);
+    if (native_rows) want.back() += want.back() / 32;  // ds4's rows: codes, then scales
     check_shape(*ti, want, expert, name, t.name);
+    if (native_rows) return place_engram_rows(t, *scale, *ti);
     if (scale && blocks_ && computed_in_place(t, ti->type)) {
       place_block(t, *ti, expert, want);
     } else if (scale) {
@@ -111,12 +116,16 @@ class Placer {
     throw std::runtime_error(msg);
   }
 
-  // The block types the kernel families read (WeightFormat kQ8_0 .. kQ6_K), for the weights
+  static bool is_engram_table(const ExpectedTensor& t) {
+    return t.name.find(".engram.embed.") != std::string::npos;
+  }
+
+  // The block types the kernel families read (WeightFormat kQ8_0 .. kIQ1_M), for the weights
   // that go through linear(): not the Engram table (rows gathered, not multiplied) and not
   // wo_a (a bf16-weight product, sliced per output group).
   static bool computed_in_place(const ExpectedTensor& t, uint32_t type) {
     WeightFormat f;
-    return block_format(type, &f) && t.name.find(".engram.embed.") == std::string::npos &&
+    return block_format(type, &f) && !is_engram_table(t) &&
            t.name.find(".attn.wo_a.") == std::string::npos;
   }
 
@@ -208,7 +217,7 @@ class Placer {
     uint8_t* codes = fresh(t);
     uint8_t* scales = fresh(s);
     const int64_t o = t.shape[0], i = t.shape[1];
-    const bool per_row = t.name.find(".engram.embed.") != std::string::npos;
+    const bool per_row = is_engram_table(t);
     // 32-row groups: whole rows of 32x32 blocks, whose scales are rows of the scale tensor
     each_group(ti, -1, o, 32, [&](int64_t r0, int64_t n, const float* v) {
       return per_row ? quantize_fp8_rows(v, n, i, codes + r0 * i, scales + r0 * (i / 32))
@@ -245,8 +254,39 @@ class Placer {
     stats_.reencoded += 2;
   }
 
+  // ds4's native Engram rows (I8 tensor [cols + cols/32, rows]): the codes and the scales split
+  // apart into the release's two tensors -- a byte copy, every value kept. A row holding a NaN
+  // (code 0x7F/0xFF, scale 255) is refused, as ds4 refuses it.
+  void place_engram_rows(const ExpectedTensor& t, const ExpectedTensor& s,
+                         const gguf::TensorInfo& ti) {
+    uint8_t* codes = fresh(t);
+    uint8_t* scales = fresh(s);
+    const int64_t rows = t.shape[0], cols = t.shape[1], nb = cols / 32;
+    const uint8_t* base = files_.data(ti);
+    std::atomic<int64_t> bad{-1};
+    pool_.parallel_for(
+        rows,
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const uint8_t* row = base + size_t(r * (cols + nb));
+            if (!gguf::engram_row_valid(row, cols)) bad = r;
+            std::memcpy(codes + r * cols, row, size_t(cols));
+            std::memcpy(scales + r * nb, row + cols, size_t(nb));
+          }
+        },
+        4096);
+    if (bad >= 0)
+      throw std::runtime_error(label_ + ": tensor '" + std::string(ti.name) + "' row " +
+                               std::to_string(bad.load()) +
+                               " holds a NaN code or scale (ds4 refuses such rows too)");
+    view(t, codes, size_t(rows * cols));
+    view(s, scales, size_t(rows * nb));
+    stats_.reencoded += 2;
+  }
+
   ThreadPool& pool_;
   const gguf::Files& files_;
+  const gguf::Dialect dialect_;
   const std::string& label_;
   std::function<uint8_t*(size_t)> allocate_;
   std::map<std::string, TensorView>& out_;
@@ -277,8 +317,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path, const
   for (const ExpectedTensor& t : expected) by_name[t.name] = &t;
   ThreadPool pool;  // the re-encoding runs on every core
   Placer placer(
-      files, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_,
-      opt.blocks_in_place ? &ck->blocks_ : nullptr, ck->stats_, pool);
+      files, gguf::detect_dialect(h).dialect, path, [&ck](size_t n) { return ck->allocate(n); },
+      ck->tensors_, opt.blocks_in_place ? &ck->blocks_ : nullptr, ck->stats_, pool);
   for (const ExpectedTensor& t : expected) {
     if (t.name.ends_with(".scale")) continue;  // placed with its weight
     const ExpectedTensor* scale = nullptr;

@@ -98,8 +98,9 @@ void run(benchmark::State& st, const KernelTable* k, WeightFormat f, int M, int 
 }
 
 const char* name_of(WeightFormat f) {
-  static const char* n[] = {"fp8",  "fp4",  "bf16", "f32",  "fp8w", "q8_0", "q4_0",
-                            "q5_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+  static const char* n[] = {"fp8",  "fp4",  "bf16", "f32",  "fp8w", "q8_0",    "q4_0",  "q5_0",
+                            "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq1_s", "iq1_m"};
+  static_assert(sizeof(n) / sizeof(n[0]) == kWeightFormats);
   return n[int(f)];
 }
 

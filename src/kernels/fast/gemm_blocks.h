@@ -1,4 +1,4 @@
-// The fast GEMM families over weights stored as ggml blocks (WeightFormat kQ8_0 .. kQ6_K: GGUF
+// The fast GEMM families over weights stored as ggml blocks (WeightFormat kQ8_0 .. kIQ1_M: GGUF
 // files computed in place; docs/NUMERICS.md "GGUF weights in place"), over a vector layer V (V8 or
 // V16).
 //
@@ -175,7 +175,9 @@ void decode_block_vec(const uint8_t* b, float* y) {
   if constexpr (T == ggml::kQ4_K) dec_q45_k<false>(b, y);
   if constexpr (T == ggml::kQ5_K) dec_q45_k<true>(b, y);
   if constexpr (T == ggml::kQ6_K) dec_q6_k(b, y);
-  if constexpr (T == ggml::kQ5_0) ggml::decode_block<T>(b, y, f16c_half);  // the scalar definition
+  // the scalar definitions (grid lookups; not vectorised yet)
+  if constexpr (T == ggml::kQ5_0 || T == ggml::kIQ2_XXS || T == ggml::kIQ1_S || T == ggml::kIQ1_M)
+    ggml::decode_block<T>(b, y, f16c_half);
 }
 
 // Rows [m, m + R) of a row block over `len` decoded weight values (a chunk of the row): R rows

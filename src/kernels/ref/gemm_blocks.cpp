@@ -1,5 +1,5 @@
 // Reference GEMMs over weights stored as ggml blocks (GGUF files computed in place; WeightFormat
-// kQ8_0 .. kQ6_K; docs/NUMERICS.md "GGUF weights in place"). The FP8 GEMM's loop with the weight
+// kQ8_0 .. kIQ1_M; docs/NUMERICS.md "GGUF weights in place"). The FP8 GEMM's loop with the weight
 // decoded by the format's own definition (kernels/ggml_blocks.h) instead of E4M3 x a power of two:
 // per 32-wide K block the exact products of the act_quant values and the weight values, summed in
 // double and rounded once to fp32, times the activation's scale, added to an fp32 accumulator in

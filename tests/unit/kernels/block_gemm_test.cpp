@@ -45,6 +45,9 @@ const std::vector<Format>& formats() {
       {WeightFormat::kQ4_K, "Q4_K", 256, 144, {0, 2}, decode<ggml::kQ4_K>},
       {WeightFormat::kQ5_K, "Q5_K", 256, 176, {0, 2}, decode<ggml::kQ5_K>},
       {WeightFormat::kQ6_K, "Q6_K", 256, 210, {208}, decode<ggml::kQ6_K>},
+      {WeightFormat::kIQ2_XXS, "IQ2_XXS", 256, 66, {0}, decode<ggml::kIQ2_XXS>},
+      {WeightFormat::kIQ1_S, "IQ1_S", 256, 50, {0}, decode<ggml::kIQ1_S>},
+      {WeightFormat::kIQ1_M, "IQ1_M", 256, 56, {}, decode<ggml::kIQ1_M>},  // d: set below
   };
   return f;
 }
@@ -65,6 +68,13 @@ Weight make_weight(const Format& fm, int N, int K, unsigned seed) {
       const uint16_t h =
           f32_to_f16(std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, -7 - int(rng() % 4)));
       std::memcpy(t.w.data() + size_t(i) * fm.bytes + at, &h, 2);
+    }
+  if (fm.f == WeightFormat::kIQ1_M)  // its fp16 d is the top nibbles of the four scale words
+    for (int i = 0; i < nb; ++i) {
+      const uint16_t h = f32_to_f16(std::ldexp(1.0f + float(rng() % 8) / 8.0f, -7));
+      uint8_t* sc = t.w.data() + size_t(i) * fm.bytes + 48;
+      for (int j = 0; j < 4; ++j)
+        sc[2 * j + 1] = uint8_t((sc[2 * j + 1] & 0x0f) | (((h >> (4 * j)) & 15) << 4));
     }
   t.value.resize(size_t(N) * K);
   for (int i = 0; i < nb; ++i)

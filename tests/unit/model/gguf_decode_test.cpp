@@ -228,10 +228,10 @@ TEST(GgufDecode, Fp16RoundTripsAndRounds) {
 TEST(GgufDecode, RefusesWhatItCannotDecode) {
   uint8_t b[64] = {};
   float y[64];
-  EXPECT_THROW(decode_row(16, b, 256, y), std::invalid_argument);          // IQ2_XXS: not yet
+  EXPECT_THROW(decode_row(17, b, 256, y), std::invalid_argument);          // IQ2_XS: not yet
   EXPECT_THROW(decode_row(77, b, 32, y), std::invalid_argument);           // unknown
   EXPECT_THROW(decode_row(gguf::kQ8_0, b, 33, y), std::invalid_argument);  // ragged
-  EXPECT_FALSE(gguf::decodable(16));
+  EXPECT_FALSE(gguf::decodable(17));
   EXPECT_TRUE(gguf::decodable(gguf::kMXFP4));
 }
 

@@ -178,7 +178,22 @@ struct Iq2Run {
   uint8_t grid = 0, signs = 0;  // grid index, 7-bit sign index
   float err = 0.0f;
 };
+// Each grid entry as eight level codes (0, 1, 2 for the magnitudes 8, 25, 43), so a run's error
+// against an entry is eight lookups of per-element, per-level errors computed once.
+struct Iq2Levels {
+  uint8_t code[256][8];
+  Iq2Levels() {
+    for (int g = 0; g < 256; ++g)
+      for (int j = 0; j < 8; ++j) {
+        const int m = int((ggml::tables::kIq2xxsGrid[g] >> (8 * j)) & 255);
+        code[g][j] = uint8_t(m == 8 ? 0 : m == 25 ? 1 : 2);
+      }
+  }
+};
+constexpr float kIq2Magnitudes[3] = {8.0f, 25.0f, 43.0f};
+
 Iq2Run iq2_xxs_run(const float* x, float dg) {
+  static const Iq2Levels levels;
   Iq2Run r;
   int pattern = 0, smallest = 0;
   for (int j = 0; j < 8; ++j) {
@@ -187,16 +202,18 @@ Iq2Run iq2_xxs_run(const float* x, float dg) {
   }
   if (__builtin_popcount(unsigned(pattern)) % 2) pattern ^= 1 << smallest;
   r.signs = uint8_t(pattern & 127);
-  float t[8];  // the magnitudes the grid should match (negative where the sign was overridden)
-  for (int j = 0; j < 8; ++j) t[j] = pattern >> j & 1 ? -x[j] : x[j];
+  float err[8][3];  // against the magnitudes (negative targets where the sign was overridden)
+  for (int j = 0; j < 8; ++j) {
+    const float t = pattern >> j & 1 ? -x[j] : x[j];
+    for (int l = 0; l < 3; ++l) {
+      const float diff = dg * kIq2Magnitudes[l] - t;
+      err[j][l] = diff * diff;
+    }
+  }
   r.err = INFINITY;
   for (int g = 0; g < 256; ++g) {
-    const uint64_t grid = ggml::tables::kIq2xxsGrid[g];
     float e = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      const float diff = dg * float((grid >> (8 * j)) & 255) - t[j];
-      e += diff * diff;
-    }
+    for (int j = 0; j < 8; ++j) e += err[j][levels.code[g][j]];
     if (e < r.err) r.err = e, r.grid = uint8_t(g);
   }
   return r;

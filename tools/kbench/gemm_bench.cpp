@@ -51,6 +51,17 @@ Weight make(WeightFormat f, int N, int K) {
       std::memcpy(t.w.data(), v.data(), t.w.size());
       break;
     }
+    case WeightFormat::kIQ2_XXS: {  // random grid indices, signs and scales (any bytes are a
+                                    // valid block; encoding 512 MiB of values would take minutes)
+      const int blocks = N * (K / 256);
+      t.w.resize(size_t(blocks) * 66);
+      for (auto& c : t.w) c = uint8_t(rng());
+      for (int b = 0; b < blocks; ++b) {
+        const uint16_t d = 0x1c00;  // 2^-8
+        std::memcpy(t.w.data() + size_t(b) * 66, &d, 2);
+      }
+      break;
+    }
     default: {  // a GGUF block format: Gaussian rows through cedar's encoder
       const uint32_t type = ggml_type_of(f);
       if (!gguf::encodable(type))
@@ -108,7 +119,7 @@ void register_all() {
   for (const KernelTable* k : supported_kernel_tables())
     for (WeightFormat f :
          {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32,
-          WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K})
+          WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K, WeightFormat::kIQ2_XXS})
       for (int threads : {1, 2}) {
         const std::string p =
             std::string(k->name) + "/" + name_of(f) + "/t" + std::to_string(threads);

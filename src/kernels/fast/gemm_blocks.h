@@ -166,6 +166,61 @@ inline void dec_q6_k(const uint8_t* b, float* y) {
     }
 }
 
+// IQ2_XXS: a run's grid entry (8 magnitude bytes) widened to 8 lanes, times the group scale; the
+// lanes whose sign bit is set negated (an exact sign flip, as the scalar's conditional minus)
+inline void dec_iq2_xxs(const uint8_t* b, float* y) {
+  const float d = f16c_half(ggml::u16_at(b));
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 minus = _mm256_set1_ps(-0.0f);
+  for (int g = 0; g < 8; ++g) {
+    uint32_t idx, aux;
+    std::memcpy(&idx, b + 2 + 8 * g, 4);
+    std::memcpy(&aux, b + 6 + 8 * g, 4);
+    const __m256 dg = _mm256_set1_ps(d * (0.5f + float(aux >> 28)) * 0.25f);
+    for (int run = 0; run < 4; ++run) {
+      const uint64_t grid = ggml::tables::kIq2xxsGrid[(idx >> (8 * run)) & 255];
+      const __m256 m = to_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(grid))));
+      const __m256i signs = _mm256_set1_epi32(ggml::tables::kKsignsIq2xs[(aux >> (7 * run)) & 127]);
+      const __m256 neg = _mm256_castsi256_ps(
+          _mm256_cmpeq_epi32(_mm256_and_si256(signs, bit), bit));  // all ones where negative
+      _mm256_store_ps(y + 32 * g + 8 * run,
+                      _mm256_xor_ps(_mm256_mul_ps(dg, m), _mm256_and_ps(neg, minus)));
+    }
+  }
+}
+
+// IQ1_S / IQ1_M: a run's grid entry (8 int8 in {-1, 0, 1}) plus its +-1/8, times its scale
+inline void iq1_run_vec(uint32_t index, float scale, bool minus, float* y) {
+  const uint64_t grid = ggml::tables::kIq1sGrid[index];
+  const __m256 g = to_ps(_mm256_cvtepi8_epi32(_mm_cvtsi64_si128(int64_t(grid))));
+  const __m256 delta = _mm256_set1_ps(minus ? -ggml::kIq1Delta : ggml::kIq1Delta);
+  _mm256_store_ps(y, _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_add_ps(g, delta)));
+}
+inline void dec_iq1_s(const uint8_t* b, float* y) {
+  const float d = f16c_half(ggml::u16_at(b));
+  for (int g = 0; g < 8; ++g) {
+    const uint16_t qh = ggml::u16_at(b + 34 + 2 * g);
+    const float dl = d * float(2 * ((qh >> 12) & 7) + 1);
+    for (int run = 0; run < 4; ++run, y += 8)
+      iq1_run_vec(b[2 + 4 * g + run] | (((qh >> (3 * run)) & 7u) << 8), dl, qh & 0x8000, y);
+  }
+}
+inline void dec_iq1_m(const uint8_t* b, float* y) {
+  uint16_t sc[4];
+  for (int i = 0; i < 4; ++i) sc[i] = ggml::u16_at(b + 48 + 2 * i);
+  const float d = f16c_half(uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                     ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+  for (int g = 0; g < 8; ++g) {
+    const int shift = 6 * (g % 2);
+    const float dl[2] = {d * float(2 * ((sc[g / 2] >> shift) & 7) + 1),
+                         d * float(2 * ((sc[g / 2] >> (shift + 3)) & 7) + 1)};
+    for (int run = 0; run < 4; ++run, y += 8) {
+      const uint8_t nib = uint8_t(b[32 + 2 * g + run / 2] >> (4 * (run % 2)));
+      iq1_run_vec(b[4 * g + run] | ((nib & 7u) << 8), dl[run / 2], nib & 8, y);
+    }
+  }
+}
+
 template <uint32_t T>
 void decode_block_vec(const uint8_t* b, float* y) {
   if constexpr (T == ggml::kQ8_0) dec_q8_0(b, y);
@@ -175,9 +230,10 @@ void decode_block_vec(const uint8_t* b, float* y) {
   if constexpr (T == ggml::kQ4_K) dec_q45_k<false>(b, y);
   if constexpr (T == ggml::kQ5_K) dec_q45_k<true>(b, y);
   if constexpr (T == ggml::kQ6_K) dec_q6_k(b, y);
-  // the scalar definitions (grid lookups; not vectorised yet)
-  if constexpr (T == ggml::kQ5_0 || T == ggml::kIQ2_XXS || T == ggml::kIQ1_S || T == ggml::kIQ1_M)
-    ggml::decode_block<T>(b, y, f16c_half);
+  if constexpr (T == ggml::kIQ2_XXS) dec_iq2_xxs(b, y);
+  if constexpr (T == ggml::kIQ1_S) dec_iq1_s(b, y);
+  if constexpr (T == ggml::kIQ1_M) dec_iq1_m(b, y);
+  if constexpr (T == ggml::kQ5_0) ggml::decode_block<T>(b, y, f16c_half);  // the scalar definition
 }
 
 // Rows [m, m + R) of a row block over `len` decoded weight values (a chunk of the row): R rows

@@ -211,7 +211,7 @@ void write_tokenizer_keys(const ModelConfig& cfg, const GgufTokenizerKeys& tk, g
   if (!tk.hf_json.empty()) w.add_string("tokenizer.huggingface.json", tk.hf_json);
 }
 
-// The config keys of the dialect (dialect B's carry the Engram token map; A's get it here).
+// The keys of the dialect in its order: the config, the tokenizer's, the Engram token map.
 void write_model_keys(const ModelConfig& cfg, const GgufTokenizerKeys& tk,
                       const GgufWriteOptions& opt, gguf::Writer& w) {
   if (!cfg.engram_layer_ids.empty() && tk.engram_map.size() != size_t(cfg.vocab_size))
@@ -222,11 +222,13 @@ void write_model_keys(const ModelConfig& cfg, const GgufTokenizerKeys& tk,
     gguf::write_ds4_keys(cfg, tk.engram_map, w);
     w.add_string("deepseek41.quantization", gguf_write_type_description(opt.type));
     w.add_string("deepseek41.calibration", "none (cedar convert)");
+    write_tokenizer_keys(cfg, tk, opt.dialect, w);
     return;
   }
   gguf::write_config_keys(cfg, w);
   w.add_string("general.file_type_name", gguf_write_type_description(opt.type));
-  if (!cfg.engram_layer_ids.empty()) {
+  write_tokenizer_keys(cfg, tk, opt.dialect, w);
+  if (!cfg.engram_layer_ids.empty()) {  // after the tokenizer: the map is built from it
     w.add_i32_array("deepseek41.engram.token_map", tk.engram_map);
     w.add_u32("deepseek41.engram.pad_id", uint32_t(tk.engram_map[size_t(cfg.engram_pad_token_id)]));
   }
@@ -252,7 +254,6 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
     throw std::invalid_argument("convert: cedar writes dialects A and B");
   gguf::Writer w(ds4 ? 16384 : 32);  // ds4 aligns every tensor to 16 KiB
   write_model_keys(cfg, tk, opt, w);
-  write_tokenizer_keys(cfg, tk, opt.dialect, w);
   std::vector<std::string> engram_tables;  // ds4 writes them last
 
   static const std::regex expert_re(R"((layers\.\d+\.ffn\.experts\.)(\d+)\.(w[123])\.weight)");

@@ -3,7 +3,7 @@
 // to bf16 words by byte-table lookups (VPERMI2B/VPERMB) and VDPBF16PS multiplies 32 pairs per
 // instruction. The other kernels are the avx512 table's. This translation unit is the only one
 // compiled with these flags (cmake/CedarIsa.cmake).
-#include "kernels/fast/gemm_blocks.h"
+#include "kernels/fast/gemm_blocks_dp.h"
 #include "kernels/fast/gemm_dp.h"
 #include "kernels/fast/ops_table.h"
 #include "kernels/fast/quant.h"
@@ -23,7 +23,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family_dp();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family();
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family_dp();
-    fast::fill_block_families<fast::V16>(k);
+    fast::fill_block_families_dp(k);
     fast::fill_ops(k);
     return k;
   }();

@@ -225,22 +225,23 @@ inline void iq1_run(uint32_t grid_index, float scale, bool minus, float* y) {
 
 // block_iq1_s {d; qs[32]; qh[8] (u16)}: per 32-value group g, qh[g] holds the four runs' 3 high
 // grid-index bits (bits 0-11), the odd scale 2s + 1 (bits 12-14) and the delta's sign (bit 15).
-template <class Half>
-void iq1_s(const uint8_t* b, float* y, Half half) {
+// run(grid index, scale, minus, y) writes a run's eight values (iq1_run, or a vector form).
+template <class Half, class Run>
+void iq1_s_runs(const uint8_t* b, float* y, Half half, Run run) {
   const float d = half(u16_at(b));
   for (int g = 0; g < 8; ++g) {
     const uint16_t qh = u16_at(b + 34 + 2 * g);
     const float dl = d * float(2 * ((qh >> 12) & 7) + 1);
-    for (int run = 0; run < 4; ++run, y += 8)
-      iq1_run(b[2 + 4 * g + run] | (((qh >> (3 * run)) & 7u) << 8), dl, qh & 0x8000, y);
+    for (int r = 0; r < 4; ++r, y += 8)
+      run(b[2 + 4 * g + r] | (((qh >> (3 * r)) & 7u) << 8), dl, qh & 0x8000, y);
   }
 }
 
 // block_iq1_m {qs[32]; qh[16]; scales[8]}: no d field -- its 16 bits are the top nibbles of the
 // four u16 scale words; each group's two halves have their own odd 3-bit scales (bits 6(g%2)..),
 // and each run its 3 high index bits and delta sign in a nibble of qh.
-template <class Half>
-void iq1_m(const uint8_t* b, float* y, Half half) {
+template <class Half, class Run>
+void iq1_m_runs(const uint8_t* b, float* y, Half half, Run run) {
   uint16_t sc[4];
   for (int i = 0; i < 4; ++i) sc[i] = u16_at(b + 48 + 2 * i);
   const float d = half(uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) |
@@ -249,11 +250,20 @@ void iq1_m(const uint8_t* b, float* y, Half half) {
     const int shift = 6 * (g % 2);
     const float dl[2] = {d * float(2 * ((sc[g / 2] >> shift) & 7) + 1),
                          d * float(2 * ((sc[g / 2] >> (shift + 3)) & 7) + 1)};
-    for (int run = 0; run < 4; ++run, y += 8) {
-      const uint8_t nib = uint8_t(b[32 + 2 * g + run / 2] >> (4 * (run % 2)));
-      iq1_run(b[4 * g + run] | ((nib & 7u) << 8), dl[run / 2], nib & 8, y);
+    for (int r = 0; r < 4; ++r, y += 8) {
+      const uint8_t nib = uint8_t(b[32 + 2 * g + r / 2] >> (4 * (r % 2)));
+      run(b[4 * g + r] | ((nib & 7u) << 8), dl[r / 2], nib & 8, y);
     }
   }
+}
+
+template <class Half>
+void iq1_s(const uint8_t* b, float* y, Half half) {
+  iq1_s_runs(b, y, half, iq1_run);
+}
+template <class Half>
+void iq1_m(const uint8_t* b, float* y, Half half) {
+  iq1_m_runs(b, y, half, iq1_run);
 }
 
 // One block of type T (one of the constants above) to its Block<T>::elems values.

@@ -44,6 +44,35 @@ refuses() {
   grep -q "$pat" "$WORK/err" || { cat "$WORK/err"; return 1; }
 }
 
+# same_logits MODEL_A MODEL_B IDS_FILE: both models' logits bit for bit, one-shot, chunked and
+# token by token, in reference mode and with the best table of this CPU
+same_logits() {
+  local kern mode
+  for kern in ref auto; do
+    for mode in "" "--chunk 37" "--decode"; do
+      # shellcheck disable=SC2086
+      "$CEDAR_BIN" logits -m "$1" --ids-file "$3" --out "$WORK/same_a.npy" --kernels $kern $mode 2>/dev/null
+      # shellcheck disable=SC2086
+      "$CEDAR_BIN" logits -m "$2" --ids-file "$3" --out "$WORK/same_b.npy" --kernels $kern $mode 2>/dev/null
+      check "logits $kern $mode" cmp -s "$WORK/same_a.npy" "$WORK/same_b.npy"
+    done
+  done
+}
+
+# invariant_logits MODEL IDS_FILE LABEL: one model's chunked and token-by-token logits equal its
+# one-shot logits bit for bit, in reference mode and with the best table of this CPU
+invariant_logits() {
+  local kern mode
+  for kern in ref auto; do
+    "$CEDAR_BIN" logits -m "$1" --ids-file "$2" --out "$WORK/inv_o.npy" --kernels $kern 2>/dev/null
+    for mode in "--chunk 37" "--decode"; do
+      # shellcheck disable=SC2086
+      "$CEDAR_BIN" logits -m "$1" --ids-file "$2" --out "$WORK/inv_c.npy" --kernels $kern $mode 2>/dev/null
+      check "$3: $kern $mode = one-shot" cmp -s "$WORK/inv_o.npy" "$WORK/inv_c.npy"
+    done
+  done
+}
+
 finish() {
   echo "$PASSES passed, $FAILS failed"
   [ "$FAILS" -eq 0 ]

@@ -24,15 +24,7 @@ done
 check "inspect: lossless load" grep -q "0 values not exactly representable" "$WORK/inspect.txt"
 # the GGUF file as the model: the same logits bit for bit (ref and the best table of this CPU)
 make_ids 15 150 "$WORK/ids"
-for kern in ref auto; do
-  for mode in "" "--chunk 37" "--decode"; do
-    # shellcheck disable=SC2086
-    "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids" --out "$WORK/a.npy" --kernels $kern $mode 2>/dev/null
-    # shellcheck disable=SC2086
-    "$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids" --out "$WORK/b.npy" --kernels $kern $mode 2>/dev/null
-    check "logits $kern $mode" cmp -s "$WORK/a.npy" "$WORK/b.npy"
-  done
-done
+same_logits "$M" "$G" "$WORK/ids"
 # the tokenizer from llama.cpp's keys only, and the runtime paths: run, the prefix cache
 "$CEDAR_BIN" convert --from "$M" --to "$WORK/ggml_tok.gguf" --ggml-tokenizer-only >/dev/null
 run() { "$CEDAR_BIN" run -m "$1" --raw -p "The 12 quick brown foxes, 日本語" --temp 0 -n 8 "${@:2}" 2>"$WORK/run.err"; }
@@ -70,14 +62,7 @@ done
 for q in q8 q4_k q2_k; do
   check "$q: blocks in place" grep -Eq "load: .* [1-9][0-9]* weights computed in place as GGUF blocks" \
     <("$CEDAR_BIN" inspect --model "$WORK/$q.gguf")
-  for kern in ref auto; do
-    "$CEDAR_BIN" logits -m "$WORK/$q.gguf" --ids-file "$WORK/ids" --out "$WORK/o.npy" --kernels $kern 2>/dev/null
-    for mode in "--chunk 37" "--decode"; do
-      # shellcheck disable=SC2086
-      "$CEDAR_BIN" logits -m "$WORK/$q.gguf" --ids-file "$WORK/ids" --out "$WORK/c.npy" --kernels $kern $mode 2>/dev/null
-      check "$q: $kern $mode = one-shot" cmp -s "$WORK/o.npy" "$WORK/c.npy"
-    done
-  done
+  invariant_logits "$WORK/$q.gguf" "$WORK/ids" "$q"
 done
 # --gguf-requant: the same file re-encoded into FP8/FP4 at load, a different (doubly rounded) model
 "$CEDAR_BIN" logits -m "$WORK/q4_k.gguf" --ids-file "$WORK/ids" --out "$WORK/o.npy" --kernels ref 2>/dev/null

@@ -23,15 +23,7 @@ for t in layers.1.engram.embed.weight layers.2.engram.embed.weight layers.1.engr
   check "$t" "$PY" "$CEDAR_SOURCE_DIR/tests/model/compare_gguf_tensor.py" "$M" "$t" "$WORK/t.npy"
 done
 make_ids 15 150 "$WORK/ids"
-for kern in ref auto; do
-  for mode in "" "--chunk 37" "--decode"; do
-    # shellcheck disable=SC2086
-    "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids" --out "$WORK/a.npy" --kernels $kern $mode 2>/dev/null
-    # shellcheck disable=SC2086
-    "$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids" --out "$WORK/b.npy" --kernels $kern $mode 2>/dev/null
-    check "logits $kern $mode" cmp -s "$WORK/a.npy" "$WORK/b.npy"
-  done
-done
+same_logits "$M" "$G" "$WORK/ids"
 run() { "$CEDAR_BIN" run -m "$1" --raw -p "The 12 quick brown foxes, 日本語" --temp 0 -n 8 2>/dev/null; }
 run "$M" >"$WORK/dir.txt"
 run "$G" >"$WORK/ds4.txt"

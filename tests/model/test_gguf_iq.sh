@@ -15,12 +15,5 @@ check "census: IQ2_XXS" grep -Eq "^ +IQ2_XXS +80 tensors" "$WORK/inspect.txt"
 check "census: Q8_0" grep -Eq "^ +Q8_0 " "$WORK/inspect.txt"
 check "in place" grep -Eq "load: .* [1-9][0-9]* weights computed in place as GGUF blocks" "$WORK/inspect.txt"
 make_ids 4 90 "$WORK/ids"
-for kern in ref auto; do
-  "$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids" --out "$WORK/$kern.npy" --kernels $kern 2>/dev/null
-  for mode in "--chunk 37" "--decode"; do
-    # shellcheck disable=SC2086
-    "$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids" --out "$WORK/c.npy" --kernels $kern $mode 2>/dev/null
-    check "$kern $mode = one-shot" cmp -s "$WORK/$kern.npy" "$WORK/c.npy"
-  done
-done
+invariant_logits "$G" "$WORK/ids" "iq2_xxs"
 finish

@@ -197,28 +197,10 @@ inline void iq1_run_vec(uint32_t index, float scale, bool minus, float* y) {
   _mm256_store_ps(y, _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_add_ps(g, delta)));
 }
 inline void dec_iq1_s(const uint8_t* b, float* y) {
-  const float d = f16c_half(ggml::u16_at(b));
-  for (int g = 0; g < 8; ++g) {
-    const uint16_t qh = ggml::u16_at(b + 34 + 2 * g);
-    const float dl = d * float(2 * ((qh >> 12) & 7) + 1);
-    for (int run = 0; run < 4; ++run, y += 8)
-      iq1_run_vec(b[2 + 4 * g + run] | (((qh >> (3 * run)) & 7u) << 8), dl, qh & 0x8000, y);
-  }
+  ggml::iq1_s_runs(b, y, f16c_half, iq1_run_vec);
 }
 inline void dec_iq1_m(const uint8_t* b, float* y) {
-  uint16_t sc[4];
-  for (int i = 0; i < 4; ++i) sc[i] = ggml::u16_at(b + 48 + 2 * i);
-  const float d = f16c_half(uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
-                                     ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
-  for (int g = 0; g < 8; ++g) {
-    const int shift = 6 * (g % 2);
-    const float dl[2] = {d * float(2 * ((sc[g / 2] >> shift) & 7) + 1),
-                         d * float(2 * ((sc[g / 2] >> (shift + 3)) & 7) + 1)};
-    for (int run = 0; run < 4; ++run, y += 8) {
-      const uint8_t nib = uint8_t(b[32 + 2 * g + run / 2] >> (4 * (run % 2)));
-      iq1_run_vec(b[4 * g + run] | ((nib & 7u) << 8), dl[run / 2], nib & 8, y);
-    }
-  }
+  ggml::iq1_m_runs(b, y, f16c_half, iq1_run_vec);
 }
 
 template <uint32_t T>

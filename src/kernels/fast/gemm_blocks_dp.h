@@ -25,7 +25,6 @@
 
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -60,7 +59,8 @@ inline __m512 lane_scales(float a, float b) {
 }
 // 16 bytes as 32 words: the bytes, then the same bytes again
 inline __m512i bytes_twice(const uint8_t* p) {
-  return _mm512_cvtepu8_epi16(
+  return _mm512_maskz_cvtepu8_epi16(
+      __mmask32(0xFFFFFFFFu),
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
@@ -81,10 +81,14 @@ struct KqQ8_0 {
   }
   // int8 codes -> fp32 -> bf16 (exact)
   static __m512i words(const uint8_t* a, const uint8_t* c) {
-    const __m512 lo = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))));
-    const __m512 hi = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
+    const __m512 lo = _mm512_maskz_cvtepi32_ps(
+        __mmask16(0xFFFF),
+        _mm512_maskz_cvtepi8_epi32(__mmask16(0xFFFF),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(a))));
+    const __m512 hi = _mm512_maskz_cvtepi32_ps(
+        __mmask16(0xFFFF),
+        _mm512_maskz_cvtepi8_epi32(__mmask16(0xFFFF),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
     return __m512i(_mm512_cvtne2ps_pbh(hi, lo));
   }
   void unit(const uint8_t* b, const Header& h, int, __m512i* w, __m512* s) const {
@@ -97,10 +101,12 @@ struct KqQ8_0 {
 
 // two 16-byte runs as 32 words
 inline __m512i bytes_pair(const uint8_t* a, const uint8_t* c) {
-  return _mm512_inserti64x4(
-      _mm512_castsi256_si512(
-          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)))),
-      _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c))), 1);
+  // (the masked forms: GCC 12 warns on the unmasked ones' undefined merge source)
+  return _mm512_maskz_cvtepu8_epi16(
+      __mmask32(0xFFFFFFFFu),
+      _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(c)), 1));
 }
 // words 0-15 a, words 16-31 b
 inline __m512i words_split(int a, int b) {

@@ -307,10 +307,66 @@ void prepare_kq(const float* x, int rows, int K, float* act) {
   }
 }
 
-// MR activation rows against one weight row.
-template <class D, int MR>
-void kq_rows(const D& dec, const uint8_t* row, const float* act, int lda, int K, float* out,
-             int ldo) {
+// A weight row's units as the products consume them: each(f) calls f(u, w, s, mins) for every
+// 64-value unit u in K order -- decoded in registers (RegisterUnits) or read back from a panel
+// the row was decoded into once (PanelUnits). The same values either way, so the same results.
+template <class D>
+struct RegisterUnits {
+  const D& dec;
+  const uint8_t* row;
+  int K;
+  template <class F>
+  void each(F&& f) const {
+    for (int b = 0; b < K / D::kElems; ++b) {
+      const uint8_t* bp = row + size_t(b) * D::kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(bp + 2048), _MM_HINT_T0);
+      typename D::Header h;
+      D::header(bp, &h);
+      for (int c = 0; c < D::kElems / 64; ++c) {
+        __m512i w[2];
+        __m512 s[2];
+        dec.unit(bp, h, c, w, s);
+        __m128 mins = _mm_setzero_ps();
+        if constexpr (D::kMins)
+          mins = _mm_setr_ps(dec.min16(h, c, 0), dec.min16(h, c, 1), dec.min16(h, c, 2),
+                             dec.min16(h, c, 3));
+        f((b * D::kElems) / 64 + c, w, s, mins);
+      }
+    }
+  }
+};
+
+// Per unit: two word vectors, two scale vectors, four mins (36 + 4 floats... in 16-float steps).
+constexpr int kPanelUnitFloats = 16 * 4 + 4;
+template <class D>
+struct PanelUnits {
+  const float* panel;
+  int K;
+  // decodes `row` into `panel` (K / 64 units of kPanelUnitFloats)
+  static void fill(const D& dec, const uint8_t* row, int K, float* panel) {
+    RegisterUnits<D>{dec, row, K}.each([&](int u, const __m512i* w, const __m512* s, __m128 mins) {
+      float* p = panel + size_t(u) * kPanelUnitFloats;
+      _mm512_storeu_si512(p, w[0]);
+      _mm512_storeu_si512(p + 16, w[1]);
+      _mm512_storeu_ps(p + 32, s[0]);
+      _mm512_storeu_ps(p + 48, D::kOneScale ? s[0] : s[1]);
+      _mm_storeu_ps(p + 64, mins);
+    });
+  }
+  template <class F>
+  void each(F&& f) const {
+    for (int u = 0; u < K / 64; ++u) {
+      const float* p = panel + size_t(u) * kPanelUnitFloats;
+      const __m512i w[2] = {_mm512_loadu_si512(p), _mm512_loadu_si512(p + 16)};
+      const __m512 s[2] = {_mm512_loadu_ps(p + 32), _mm512_loadu_ps(p + 48)};
+      f(u, w, s, _mm_loadu_ps(p + 64));
+    }
+  }
+};
+
+// MR activation rows against one weight row's units.
+template <class D, int MR, class Units>
+void kq_rows(const Units& units, const float* act, int lda, int K, float* out, int ldo) {
   const float* sums = act + K / 2;
   // two lane accumulators (the vectors of a unit with two scale vectors go to separate chains)
   // and four min lanes per row, summed at the end in a fixed order
@@ -320,35 +376,21 @@ void kq_rows(const D& dec, const uint8_t* row, const float* act, int lda, int K,
     acc[m][0] = acc[m][1] = _mm512_setzero_ps();
     mn[m] = _mm_setzero_ps();
   }
-  for (int b = 0; b < K / D::kElems; ++b) {
-    const uint8_t* bp = row + size_t(b) * D::kBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(bp + 2048), _MM_HINT_T0);
-    typename D::Header h;
-    D::header(bp, &h);
-    for (int c = 0; c < D::kElems / 64; ++c) {
-      const int u = (b * D::kElems) / 64 + c;
-      __m512i w[2];
-      __m512 s[2];
-      dec.unit(bp, h, c, w, s);
-      __m128 mins = _mm_setzero_ps();
-      if constexpr (D::kMins)
-        mins = _mm_setr_ps(dec.min16(h, c, 0), dec.min16(h, c, 1), dec.min16(h, c, 2),
-                           dec.min16(h, c, 3));
-      CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
-        const float* x = act + size_t(m) * lda;
-        const __m512 z = _mm512_setzero_ps();
-        if constexpr (D::kOneScale) {
-          const __m512 t = dp(dp(z, w[0], load_words(x, 64 * u)), w[1], load_words(x, 64 * u + 32));
-          acc[m][0] = _mm512_fmadd_ps(t, s[0], acc[m][0]);
-        } else {
-          acc[m][0] = _mm512_fmadd_ps(dp(z, w[0], load_words(x, 64 * u)), s[0], acc[m][0]);
-          acc[m][1] = _mm512_fmadd_ps(dp(z, w[1], load_words(x, 64 * u + 32)), s[1], acc[m][1]);
-        }
-        if constexpr (D::kMins)
-          mn[m] = _mm_fmadd_ps(mins, _mm_loadu_ps(sums + size_t(m) * lda + 4 * u), mn[m]);
+  units.each([&](int u, const __m512i* w, const __m512* s, __m128 mins) {
+    CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
+      const float* x = act + size_t(m) * lda;
+      const __m512 z = _mm512_setzero_ps();
+      if constexpr (D::kOneScale) {
+        const __m512 t = dp(dp(z, w[0], load_words(x, 64 * u)), w[1], load_words(x, 64 * u + 32));
+        acc[m][0] = _mm512_fmadd_ps(t, s[0], acc[m][0]);
+      } else {
+        acc[m][0] = _mm512_fmadd_ps(dp(z, w[0], load_words(x, 64 * u)), s[0], acc[m][0]);
+        acc[m][1] = _mm512_fmadd_ps(dp(z, w[1], load_words(x, 64 * u + 32)), s[1], acc[m][1]);
       }
+      if constexpr (D::kMins)
+        mn[m] = _mm_fmadd_ps(mins, _mm_loadu_ps(sums + size_t(m) * lda + 4 * u), mn[m]);
     }
-  }
+  });
   CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
     float total = hsum16(D::kOneScale ? acc[m][0] : _mm512_add_ps(acc[m][0], acc[m][1]));
     if constexpr (D::kMins) {
@@ -360,16 +402,17 @@ void kq_rows(const D& dec, const uint8_t* row, const float* act, int lda, int K,
   }
 }
 
-template <class D, int MR>
-void kq_rows_upto(const D& dec, int M, const uint8_t* row, const float* act, int lda, int K,
-                  float* out, int ldo) {
+template <class D, int MR, class Units>
+void kq_rows_upto(const Units& units, int M, const float* act, int lda, int K, float* out,
+                  int ldo) {
   if (M == MR)
-    kq_rows<D, MR>(dec, row, act, lda, K, out, ldo);
+    kq_rows<D, MR>(units, act, lda, K, out, ldo);
   else if constexpr (MR > 1)
-    kq_rows_upto<D, MR - 1>(dec, M, row, act, lda, K, out, ldo);
+    kq_rows_upto<D, MR - 1>(units, M, act, lda, K, out, ldo);
 }
 
-// Each weight row once, decoded per group of up to kRows activation rows.
+// Up to kRows activation rows: each weight row decoded in registers as it streams by (a decode
+// step). More: each weight row decoded once into a panel, then read back per kRows rows.
 template <class D>
 void gemm_kq(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
              float* out, int ldo) {
@@ -378,11 +421,20 @@ void gemm_kq(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws
   static const D dec;
   const int lda = kq_act_floats(K);
   const size_t rb = size_t(K / D::kElems) * D::kBytes;
-  for (int n = n0; n < n1; ++n)
+  float* panel = M > kRows ? dp_buffer(0, size_t(K / 64) * kPanelUnitFloats) : nullptr;
+  for (int n = n0; n < n1; ++n) {
+    const uint8_t* row = w + size_t(n) * rb;
+    float* o = out + size_t(n - n0);
+    if (!panel) {
+      kq_rows_upto<D, kRows>(RegisterUnits<D>{dec, row, K}, M, act, lda, K, o, ldo);
+      continue;
+    }
+    PanelUnits<D>::fill(dec, row, K, panel);
+    const PanelUnits<D> units{panel, K};
     for (int m0 = 0; m0 < M; m0 += kRows)
-      kq_rows_upto<D, kRows>(dec, M - m0 < kRows ? M - m0 : kRows, w + size_t(n) * rb,
-                             act + size_t(m0) * lda, lda, K,
-                             out + size_t(m0) * ldo + size_t(n - n0), ldo);
+      kq_rows_upto<D, kRows>(units, M - m0 < kRows ? M - m0 : kRows, act + size_t(m0) * lda, lda, K,
+                             o + size_t(m0) * ldo, ldo);
+  }
 }
 
 template <class D>

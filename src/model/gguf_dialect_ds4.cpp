@@ -129,10 +129,17 @@ void check_engram_keys(const Header& h, const ModelConfig& c, const std::string&
   if (int64_t(map.size()) != c.vocab_size)
     fail(label, k("engram.token_map") + " has " + std::to_string(map.size()) +
                     " entries for a vocabulary of " + std::to_string(c.vocab_size));
-  for (int64_t v : map)
+  int64_t top = -1;
+  for (int64_t v : map) {
     if (v < 0 || v >= c.engram_compressed_vocab_size)
       fail(label, k("engram.token_map") + " holds " + std::to_string(v) +
                       ", outside the compressed vocabulary");
+    top = std::max(top, v);
+  }
+  if (top + 1 != c.engram_compressed_vocab_size)  // spec §8.4 rule 15: the map spans it
+    fail(label, k("engram.token_map") + " spans " + std::to_string(top + 1) +
+                    " compressed ids, not the config's " +
+                    std::to_string(c.engram_compressed_vocab_size));
   if (get_uint(h, k("engram.pad_id"), label) != uint64_t(map[size_t(c.engram_pad_token_id)]))
     fail(label, k("engram.pad_id") + " is not the mapped id of the config's engram_pad_token_id");
 }

@@ -153,6 +153,15 @@ TEST(GgufDs4, KeysThatDisagreeAreRefusedByName) {
     std::memcpy(&b[at + 4 * 5], &big, 4);
     EXPECT_NE(load_error(b).find("outside the compressed vocabulary"), std::string::npos);
   }
+  // a token map that does not reach the last compressed id (only token 99091 maps there)
+  {
+    std::vector<uint8_t> b = good;
+    const size_t at = value_at(b, "deepseek41.engram.token_map", true);
+    const int64_t last = c.engram_compressed_vocab_size - 1;
+    ASSERT_GE(last + c.engram_compressed_vocab_size, c.vocab_size);  // token `last` only
+    std::memset(&b[at + 4 * size_t(last)], 0, 4);
+    EXPECT_NE(load_error(b).find("spans 99091 compressed ids"), std::string::npos) << load_error(b);
+  }
   // the config JSON itself: not an object, and a value the config validation refuses
   {
     std::vector<uint8_t> b = good;

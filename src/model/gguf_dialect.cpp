@@ -159,6 +159,19 @@ DialectInfo detect_dialect(const Header& h) {
   return d;
 }
 
+EngramKeys engram_keys(const ModelConfig& c) {
+  EngramKeys e;
+  const EngramLayout L = EngramLayout::build(c);
+  for (size_t i = 0; i < L.layer_ids.size(); ++i) {
+    for (const auto& order : L.primes[i])
+      for (int64_t p : order) e.primes.push_back(uint64_t(p));
+    for (int64_t o : L.offsets[i]) e.offsets.push_back(uint64_t(o));
+    for (int64_t m : L.multipliers[i]) e.multipliers.push_back(uint64_t(m));
+    e.rows.push_back(uint64_t(L.num_embeddings[i]));
+  }
+  return e;
+}
+
 std::string gguf_tensor_name(const std::string& release, int* expert, Dialect dialect) {
   if (expert) *expert = -1;
   for (const NamePair& p : kTop)
@@ -237,22 +250,15 @@ void write_config_keys(const ModelConfig& c, Writer& w) {
   w.add_f32(k("hyper_connection.epsilon"), float(c.hc_eps));
   w.add_u32(k("hash_layer_count"), 0);
   if (!c.engram_layer_ids.empty()) {
-    const EngramLayout L = EngramLayout::build(c);
+    const EngramKeys e = engram_keys(c);
     w.add_i32_array(k("engram.layer_ids"),
                     std::vector<int32_t>(c.engram_layer_ids.begin(), c.engram_layer_ids.end()));
     w.add_u32(k("engram.head_count"), uint32_t(c.engram_n_heads));
     w.add_u32(k("engram.key_length"), uint32_t(c.engram_head_dim));
     w.add_u32(k("engram.max_ngram_size"), uint32_t(c.engram_max_ngram_size));
-    std::vector<uint64_t> mult, primes, offsets;
-    for (size_t i = 0; i < L.layer_ids.size(); ++i) {
-      for (int64_t m : L.multipliers[i]) mult.push_back(uint64_t(m));
-      for (const auto& order : L.primes[i])
-        for (int64_t p : order) primes.push_back(uint64_t(p));
-      for (int64_t o : L.offsets[i]) offsets.push_back(uint64_t(o));
-    }
-    w.add_u64_array(k("engram.multipliers"), mult);
-    w.add_u64_array(k("engram.primes"), primes);
-    w.add_u64_array(k("engram.offsets"), offsets);
+    w.add_u64_array(k("engram.multipliers"), e.multipliers);
+    w.add_u64_array(k("engram.primes"), e.primes);
+    w.add_u64_array(k("engram.offsets"), e.offsets);
     // token_map and pad_id come from the tokenizer: the converter writes them
   }
 }
@@ -363,20 +369,13 @@ ModelConfig config_from_gguf(const Header& h, const std::string& label) {
       if (token_map[i] == int64_t(pad)) c.engram_pad_token_id = int(i);
     if (c.engram_pad_token_id < 0)
       fail(label, k("engram.pad_id") + " " + std::to_string(pad) + " is no token's mapped id");
-    const EngramLayout L = EngramLayout::build(c);
-    std::vector<uint64_t> want_p, want_o, want_m;
-    for (size_t i = 0; i < L.layer_ids.size(); ++i) {
-      for (const auto& order : L.primes[i])
-        for (int64_t p : order) want_p.push_back(uint64_t(p));
-      for (int64_t o : L.offsets[i]) want_o.push_back(uint64_t(o));
-      for (int64_t m : L.multipliers[i]) want_m.push_back(uint64_t(m));
-      c.engram_num_embeddings.push_back(L.num_embeddings[i]);
-    }
-    if (primes != want_p)
+    const EngramKeys want = engram_keys(c);
+    c.engram_num_embeddings.assign(want.rows.begin(), want.rows.end());
+    if (primes != want.primes)
       fail(label, k("engram.primes") + " differ from the primes of the V4.1 layout");
-    if (get_uint_array(h, k("engram.offsets"), label) != want_o)
+    if (get_uint_array(h, k("engram.offsets"), label) != want.offsets)
       fail(label, k("engram.offsets") + " are not the running sums of the primes");
-    if (get_uint_array(h, k("engram.multipliers"), label) != want_m)
+    if (get_uint_array(h, k("engram.multipliers"), label) != want.multipliers)
       fail(label, k("engram.multipliers") + " differ from the V4.1 hash multipliers");
   }
   c.validate();

@@ -59,6 +59,15 @@ void write_config_keys(const ModelConfig& cfg, Writer& w);
 // id, in ds4's order and types; the tokenizer keys are the converter's.
 void write_ds4_keys(const ModelConfig& cfg, const std::vector<int32_t>& engram_map, Writer& w);
 
+// A config's Engram constants as the GGUF dialects store them, flattened layer by layer: the
+// bucket primes [layer][order][head], their offsets (running sums within a layer), the hash
+// multipliers [layer][lookback] and each table's rows -- cedar's own derivation (EngramLayout),
+// which a file's keys are checked against (spec §8.4).
+struct EngramKeys {
+  std::vector<uint64_t> primes, offsets, multipliers, rows;
+};
+EngramKeys engram_keys(const ModelConfig& cfg);
+
 // The dialect-A tensor of a release tensor name ("layers.3.attn.wq_a.weight" ->
 // "blk.3.attn_q_a.weight"); block-scale tensors (".scale") and routed experts map to their merged
 // tensor ("layers.3.ffn.experts.5.w1.weight" -> "blk.3.ffn_gate_exps.weight", expert 5). Empty for

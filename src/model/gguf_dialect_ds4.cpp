@@ -8,7 +8,6 @@
 #include <stdexcept>
 
 #include "base/json_limits.h"
-#include "model/engram_layout.h"
 #include "model/gguf_dialect.h"
 #include "model/gguf_writer.h"
 
@@ -85,23 +84,6 @@ std::vector<uint32_t> as_u32(const std::vector<T>& v) {
   return {v.begin(), v.end()};
 }
 
-// The Engram constants of `c` as ds4 stores them: primes [layer][order][head], multipliers
-// [layer][lookback], rows per table.
-struct Ds4Engram {
-  std::vector<uint64_t> primes, multipliers, rows;
-};
-Ds4Engram ds4_engram(const ModelConfig& c) {
-  Ds4Engram e;
-  const EngramLayout L = EngramLayout::build(c);
-  for (size_t i = 0; i < L.layer_ids.size(); ++i) {
-    for (const auto& order : L.primes[i])
-      for (int64_t p : order) e.primes.push_back(uint64_t(p));
-    for (int64_t m : L.multipliers[i]) e.multipliers.push_back(uint64_t(m));
-    e.rows.push_back(uint64_t(L.num_embeddings[i]));
-  }
-  return e;
-}
-
 // The file's Engram keys against the config's layout (spec §8.4: never trust a file's constants
 // that cedar does not derive itself).
 void check_engram_keys(const Header& h, const ModelConfig& c, const std::string& label) {
@@ -114,7 +96,7 @@ void check_engram_keys(const Header& h, const ModelConfig& c, const std::string&
     fail(label, k("engram.storage") + ": external Engram sidecar files are not read yet");
   if (get_uint_array(h, k("engram.layer_ids"), label) != as_u64(c.engram_layer_ids))
     fail(label, k("engram.layer_ids") + " differ from the config's engram_layer_ids");
-  const Ds4Engram want = ds4_engram(c);
+  const EngramKeys want = engram_keys(c);
   if (get_uint_array(h, k("engram.rows"), label) != want.rows)
     fail(label, k("engram.rows") + " differ from the table sizes the config's primes give");
   if (get_uint_array(h, k("engram.primes"), label) != want.primes)
@@ -205,7 +187,7 @@ void write_ds4_keys(const ModelConfig& cfg, const std::vector<int32_t>& engram_m
                "cedar " + std::to_string(cfg.num_hidden_layers) + "-layer DeepSeek-V4.1");
   w.add_string(k("config"), text.to_json().dump());  // nlohmann's objects dump sorted, compact
   if (!cfg.engram_layer_ids.empty()) {
-    const Ds4Engram e = ds4_engram(cfg);
+    const EngramKeys e = engram_keys(cfg);
     w.add_string(k("engram.encoding"), kDs4EngramEncoding);
     w.add_u32_array(k("engram.layer_ids"), as_u32(cfg.engram_layer_ids));
     w.add_u32_array(k("engram.rows"), as_u32(e.rows));

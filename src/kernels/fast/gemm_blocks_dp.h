@@ -336,7 +336,7 @@ struct RegisterUnits {
   }
 };
 
-// Per unit: two word vectors, two scale vectors, four mins (36 + 4 floats... in 16-float steps).
+// Per unit: two word vectors and two scale vectors (16 floats each), then the four mins.
 constexpr int kPanelUnitFloats = 16 * 4 + 4;
 template <class D>
 struct PanelUnits {

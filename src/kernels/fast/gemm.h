@@ -29,6 +29,9 @@
 // Register tiles are arrays indexed by constant loops: they stay in registers only when the
 // loops are unrolled completely.
 #define CEDAR_UNROLL _Pragma("GCC unroll 16")
+// A block decoder's helpers are called once per block in the hottest loops: GCC's inliner gives up
+// on them inside the large unrolled row loops, and a call there costs more than the helper.
+#define CEDAR_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace cedar::kernels::fast {
 namespace {
@@ -228,7 +231,7 @@ int act_floats_same(int K) { return K; }
 // x -> act_quant (bit-exact) -> q * s, each unit of U elements permuted by `order` (a unit past
 // K reads zeros); with `xmax`, each 32-block's max |q * s| after the row's panel_len values
 inline void prepare_quant_rows(const float* x, int rows, int K, int U, int stride, float* act,
-                        const int* order, bool xmax) {
+                               const int* order, bool xmax) {
   alignas(64) float deq[64];
   const int nb = K / 32, len = (K + U - 1) / U * U;
   for (int m = 0; m < rows; ++m) {

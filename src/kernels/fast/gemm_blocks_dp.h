@@ -6,18 +6,23 @@
 // (docs/KERNELS.md "Block families").
 //
 // Arithmetic (every output the same operations whatever M, so results are batch-invariant):
-// the activation row is act_quant'ed (q x s, exact in bf16) and stored as bf16 words, a 64-value
-// unit as two vectors: vector v's words 0-15 are values 16v..16v+15, words 16-31 values
-// 32+16v..32+16v+15 (lanes 0-7 hold the first 32 values, lanes 8-15 the next 32: the order the
-// nibble and bit-plane expansions give), then the fp32 sum of every 16 values (summed in double,
-// rounded once). Per 64-value unit and output: formats with one scale per 32 values (Q8_0, Q4_0,
-// Q5_0, Q4_K, Q5_K) t = VDPBF16PS(VDPBF16PS(0, w0, x0), w1, x1), acc = fma(t, [dl_a x8 | dl_b x8],
-// acc); formats with one per 16 (Q2_K, Q3_K, Q6_K) each vector's VDPBF16PS(0, wv, xv) into its
-// own accumulator with its own lane scales, the two added at the end. Formats with a min (value =
-// dl q - ml: Q2_K, Q4_K, Q5_K) add the unit's four 16-value mins times the activation's sums
-// into four fp32 lanes. The output is bf16(hsum16(acc) - ((m0 + m1) + (m2 + m3))). Every product
-// of a code and an activation is exact; the fp32 sums differ from the reference's exact 32-value
-// sums as the FP8 family's do.
+// the activation row is act_quant'ed (q x s, exact in bf16) and stored as bf16 words in each
+// format's element order (element(): the order its decoder's shifts and shuffles give, 64 words
+// per unit of two vectors), then the fp32 sum of every 16 values in K order (summed in double,
+// rounded once). Per unit and output, into two fp32 lane accumulators:
+// * one scale per 32 values in lane halves (Q8_0, Q4_0, Q5_0, Q5_K): t = VDPBF16PS(VDPBF16PS(0,
+//   w0, x0), w1, x1), acc[c % 2] = fma(t, [dl_a x8 | dl_b x8], acc[c % 2]) (c: the unit in its
+//   block);
+// * one scale per 16 values (Q2_K: both vectors share lane groups of four; Q3_K, Q6_K: each
+//   vector its own lane scales and accumulator) likewise, one VDPBF16PS sum per scale vector;
+// * Q4_K (kBlockScales): every vector of a block has the same lane-to-sub-block map, so its low-
+//   and high-nibble vectors each feed one VDPBF16PS chain from zero over the whole block, and
+//   the block's two scale vectors multiply the chains into acc[0] and acc[1] at its end.
+// Formats with a min (value = dl q - ml: Q2_K, Q4_K, Q5_K) add each block's sixteen negated
+// 16-value mins times the activation's 16-value sums into acc[0] at the block's end (one FMA).
+// The output is bf16(hsum16(acc[0] + acc[1])), sixteen consecutive outputs reduced at once
+// (PendingSums, the same bits). Every product of a code and an activation is exact; the fp32
+// sums differ from the reference's exact 32-value sums as the FP8 family's do.
 //
 // Rows whose width is not a multiple of 64 take the buffer family (gemm_blocks.h) for every M.
 // Included only by the avx512bf16 table's translation unit, inside an anonymous namespace.
@@ -64,21 +69,30 @@ inline __m512i bytes_twice(const uint8_t* p) {
       _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
+// The element a word slot of a 64-value unit holds in the layout of the byte-run decoders above
+// (Q8_0, Q4_0, Q5_0) and of Q3_K, Q5_K and Q6_K: vector v's words 0-15 are values 16v..16v+15,
+// words 16-31 values 32+16v..32+16v+15.
+constexpr int run_element(int slot) {
+  const int v = (slot / 32) % 2, w = slot % 32;
+  return 64 * (slot / 64) + (w < 16 ? 16 * v + w : 32 + 16 * v + (w - 16));
+}
+
 // A format: kElems values and kBytes bytes per block (a Q8_0/Q4_0/Q5_0 "block" here is two ggml
-// blocks: one 64-value unit); header() reads a block's scales; unit(c) decodes its c-th 64 values
-// into two word vectors and their lane scales (kOneScale: one vector for both); min16(h, c, g)
-// is the min of the unit's 16-value group g (formats with kMins).
+// blocks: one 64-value unit); header() reads a block's scales (formats with kMins: `mins`, the
+// min of each of its 16-value groups in order); unit(c) decodes its c-th 64 words into two word
+// vectors and their lane scales (kOneScale: one vector for both); element(slot) is the block
+// element that word slot 64c + 32v + w holds (prepare_kq stores the activations so).
 struct KqQ8_0 {
   static constexpr uint32_t kType = ggml::kQ8_0;
   static constexpr int kElems = 64, kBytes = 68;
-  static constexpr bool kMins = false, kOneScale = true;
+  static constexpr bool kMins = false, kOneScale = true, kBlockScales = false;
   struct Header {
     float d[2];
   };
-  static void header(const uint8_t* b, Header* h) {
-    h->d[0] = f16c_half(ggml::u16_at(b));
-    h->d[1] = f16c_half(ggml::u16_at(b + 34));
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    return {{f16c_half(ggml::u16_at(b)), f16c_half(ggml::u16_at(b + 34))}};
   }
+  static constexpr int element(int slot) { return run_element(slot); }
   // int8 codes -> fp32 -> bf16 (exact)
   static __m512i words(const uint8_t* a, const uint8_t* c) {
     const __m512 lo = _mm512_maskz_cvtepi32_ps(
@@ -91,12 +105,12 @@ struct KqQ8_0 {
                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(c))));
     return __m512i(_mm512_cvtne2ps_pbh(hi, lo));
   }
-  void unit(const uint8_t* b, const Header& h, int, __m512i* w, __m512* s) const {
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t* b, const Header& h, int, __m512i* w,
+                                __m512* s) const {
     w[0] = words(b + 2, b + 36);
     w[1] = words(b + 18, b + 52);
     s[0] = lane_scales(h.d[0], h.d[1]);
   }
-  float min16(const Header&, int, int) const { return 0.0f; }
 };
 
 // two 16-byte runs as 32 words
@@ -123,18 +137,19 @@ template <bool kFive>
 struct KqQ45_0 {
   static constexpr uint32_t kType = kFive ? ggml::kQ5_0 : ggml::kQ4_0;
   static constexpr int kBlock = kFive ? 22 : 18, kElems = 64, kBytes = 2 * kBlock;
-  static constexpr bool kMins = false, kOneScale = true;
+  static constexpr bool kMins = false, kOneScale = true, kBlockScales = false;
   __m512i table = nibble_table(kFive ? -16 : -8, kFive ? 32 : 16);
   __m512i lane_bit = _mm512_set_epi16(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15, 14,
                                       13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   struct Header {
     float d[2];
   };
-  static void header(const uint8_t* b, Header* h) {
-    h->d[0] = f16c_half(ggml::u16_at(b));
-    h->d[1] = f16c_half(ggml::u16_at(b + kBlock));
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    return {{f16c_half(ggml::u16_at(b)), f16c_half(ggml::u16_at(b + kBlock))}};
   }
-  void unit(const uint8_t* b, const Header& h, int, __m512i* w, __m512* s) const {
+  static constexpr int element(int slot) { return run_element(slot); }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t* b, const Header& h, int, __m512i* w,
+                                __m512* s) const {
     const int q = kFive ? 6 : 2;
     const __m512i both = bytes_pair(b + q, b + kBlock + q);
     __m512i idx[2] = {and_words(both, 15), _mm512_srli_epi16(both, 4)};
@@ -153,95 +168,190 @@ struct KqQ45_0 {
     w[1] = perm_words(idx[1], table);
     s[0] = lane_scales(h.d[0], h.d[1]);
   }
-  float min16(const Header&, int, int) const { return 0.0f; }
 };
 
-// Q4_K / Q5_K: unit c of a block is its 64-value chunk c (qs[32c..32c+31]: sub-block 2c in the
-// low nibbles, 2c + 1 in the high ones; Q5_K: bit 2c (2c + 1) of qh[l] on top), so the unit's
-// halves are exactly the two sub-blocks; value dl q - ml.
-template <bool kFive>
-struct KqQ45_K {
-  static constexpr uint32_t kType = kFive ? ggml::kQ5_K : ggml::kQ4_K;
-  static constexpr int kElems = 256, kBytes = kFive ? 176 : 144;
-  static constexpr bool kMins = true, kOneScale = true;
-  __m512i table = nibble_table(0, kFive ? 32 : 16);
+// a scale vector's lanes from a header vector: lane i takes h[idx[i]]
+inline __m512 lanes_of(__m512 h, __m512i idx) {
+  return _mm512_mask_permutexvar_ps(h, __mmask16(0xFFFF), idx, h);
+}
+// [a x8 | b x8] as lane indices
+inline __m512i idx_halves(int a, int b) {
+  return _mm512_mask_blend_epi32(__mmask16(0xFF00), _mm512_set1_epi32(a), _mm512_set1_epi32(b));
+}
+
+// Q4_K / Q5_K scales: the 12 bytes at b + 4 hold eight 6-bit scales sc_j and eight 6-bit mins
+// m_j (ggml::k_scale_min); returns lanes 2j = d x sc_j and 2j + 1 = -(dmin x m_j), each the
+// reference's product (negated exactly: the rows add the mins' terms). Reads b .. b + 19.
+CEDAR_ALWAYS_INLINE __m512 k_scales_mins(const uint8_t* b) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+  // a = the byte with the low bits; t = the byte whose top two bits become bits 4-5 (j >= 4)
+  const __m128i a =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 8, 9, 9, 10, 10, 11, 11));
+  const __m128i t =
+      _mm_shuffle_epi8(q, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 1, 5, 2, 6, 3, 7));
+  const __m128i low6 = _mm_and_si128(a, _mm_set1_epi8(63));
+  // j >= 4: the scale's low nibble, the min's high nibble (the 16-bit shift's carry from the
+  // next byte is masked off)
+  const __m128i nib = _mm_and_si128(_mm_mask_blend_epi8(__mmask16(0xAA00), a, _mm_srli_epi16(a, 4)),
+                                    _mm_set1_epi8(15));
+  const __m128i top = _mm_srli_epi16(_mm_and_si128(t, _mm_set1_epi8(char(0xC0))), 2);
+  const __m128i codes = _mm_mask_blend_epi8(__mmask16(0xFF00), low6, _mm_or_si128(nib, top));
+  const __m512 f = _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF),
+                                            _mm512_maskz_cvtepu8_epi32(__mmask16(0xFFFF), codes));
+  // [d, -dmin] x8 from the two halves (dmin's sign flipped in its bits)
+  const __m512 d = _mm512_maskz_cvtph_ps(
+      __mmask16(0xFFFF),
+      _mm256_set1_epi32(
+          int((ggml::u16_at(b) | (uint32_t(ggml::u16_at(b + 2)) << 16)) ^ 0x80000000u)));
+  return _mm512_mul_ps(f, d);
+}
+// each of the block's sixteen 16-value groups' (negated) min
+inline __m512 k_group_mins(__m512 sm) {
+  return lanes_of(sm, _mm512_setr_epi32(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15));
+}
+
+// Q4_K: qs[32c + l] holds value 64c + l (sub-block 2c) in its low nibble and 64c + 32 + l (2c + 1)
+// in its high one. Two vectors V_h = bytes 16h..16h+15 of each of the four 32-byte chunks (one
+// 128-bit quarter per chunk, VSHUFI64X2 of two 64-byte loads); like the FP4 decoder, shifts of 0,
+// 4, 8 and 12 bring a word's four nibbles into a 16-periodic VPERMW table. Every vector's lanes
+// 4k..4k+3 are then chunk k: low nibbles sub-block 2k, high nibbles 2k + 1 -- so all the block's
+// low-nibble vectors share one scale vector and all its high-nibble vectors another
+// (kBlockScales). Unit c: V_(c/2), the even (c%2 = 0) or odd bytes, low and high nibbles.
+// Value dl q - ml.
+struct KqQ4_K {
+  static constexpr uint32_t kType = ggml::kQ4_K;
+  static constexpr int kElems = 256, kBytes = 144;
+  static constexpr bool kMins = true, kOneScale = false, kBlockScales = true;
+  __m512i table = nibble_table(0, 16);
+  struct Header {
+    __m512i v0, v1;
+    __m512 scale0, scale1, mins;
+  };
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    const __m512 sm = k_scales_mins(b);
+    const __m512i lo = _mm512_loadu_si512(b + 16), hi = _mm512_loadu_si512(b + 80);
+    return {_mm512_mask_shuffle_i64x2(lo, __mmask8(0xFF), lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+            _mm512_mask_shuffle_i64x2(lo, __mmask8(0xFF), lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+            lanes_of(sm, _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12)),
+            lanes_of(sm, _mm512_setr_epi32(2, 2, 2, 2, 6, 6, 6, 6, 10, 10, 10, 10, 14, 14, 14, 14)),
+            k_group_mins(sm)};
+  }
+  static constexpr int element(int slot) {
+    const int c = slot / 64, i = 2 * (slot % 32) + c % 2;  // byte of V_(c/2)
+    return 64 * (i / 16) + 32 * ((slot / 32) % 2) + 16 * (c / 2) + i % 16;
+  }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t*, const Header& h, int c, __m512i* w, __m512*) const {
+    const __m512i v = c < 2 ? h.v0 : h.v1;
+    const int e = 8 * (c % 2);
+    w[0] = perm_words(e ? _mm512_srli_epi16(v, e) : v, table);
+    w[1] = perm_words(_mm512_srli_epi16(v, e + 4), table);
+  }
+};
+
+// Q5_K: unit c is the block's 64-value chunk c (qs[32c..32c+31]: sub-block 2c in the low nibbles,
+// 2c + 1 in the high ones; bit 2c (2c + 1) of qh[l] on top), so the unit's halves are exactly the
+// two sub-blocks; value dl q - ml.
+struct KqQ5_K {
+  static constexpr uint32_t kType = ggml::kQ5_K;
+  static constexpr int kElems = 256, kBytes = 176;
+  static constexpr bool kMins = true, kOneScale = true, kBlockScales = false;
+  __m512i table = nibble_table(0, 32);
   __m512i shifts = words_split(0, 4);
   struct Header {
-    float dl[8], ml[8];
+    __m512 sm, mins;
   };
-  static void header(const uint8_t* b, Header* h) {
-    const float d = f16c_half(ggml::u16_at(b)), dmin = f16c_half(ggml::u16_at(b + 2));
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      ggml::k_scale_min(b + 4, j, &sc, &m);
-      h->dl[j] = d * float(sc);
-      h->ml[j] = dmin * float(m);
-    }
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    const __m512 sm = k_scales_mins(b);
+    return {sm, k_group_mins(sm)};
   }
-  void unit(const uint8_t* b, const Header& h, int c, __m512i* w, __m512* s) const {
-    const uint8_t* q = b + (kFive ? 48 : 16) + 32 * c;
+  static constexpr int element(int slot) { return run_element(slot); }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t* b, const Header& h, int c, __m512i* w,
+                                __m512* s) const {
+    const uint8_t* q = b + 48 + 32 * c;
     for (int v = 0; v < 2; ++v) {
-      __m512i idx = _mm512_srlv_epi16(bytes_twice(q + 16 * v), shifts);
-      if constexpr (kFive) {
-        const __m512i hb =
-            _mm512_srlv_epi16(bytes_twice(b + 16 + 16 * v), words_split(2 * c, 2 * c + 1));
-        idx = _mm512_or_si512(and_words(idx, 15), _mm512_slli_epi16(and_words(hb, 1), 4));
-      }
-      w[v] = perm_words(idx, table);  // (Q4_K: VPERMW reads index bits 0-4, the table repeats)
+      const __m512i idx = _mm512_srlv_epi16(bytes_twice(q + 16 * v), shifts);
+      const __m512i hb =
+          _mm512_srlv_epi16(bytes_twice(b + 16 + 16 * v), words_split(2 * c, 2 * c + 1));
+      w[v] = perm_words(_mm512_or_si512(and_words(idx, 15), _mm512_slli_epi16(and_words(hb, 1), 4)),
+                        table);
     }
-    s[0] = lane_scales(h.dl[2 * c], h.dl[2 * c + 1]);
+    s[0] = lanes_of(h.sm, idx_halves(4 * c, 4 * c + 2));
   }
-  float min16(const Header& h, int c, int g) const { return h.ml[2 * c + g / 2]; }
 };
 
-// Q2_K / Q3_K: unit c = values 64c.. of a block = half h = c/2, 2-bit planes p0 = 2(c%2) and
-// p1 = p0 + 1 of qs[32h..32h+31] (first half: plane p0; second: p1); a scale per 16 values
-// (sub-block 8h + 2p + hf), so each vector has its own lane scales. Q2_K: value dl q - ml;
-// Q3_K: dl (q - 4 + 4 hmask bit), no min.
-template <bool kThree>
-struct KqQ23_K {
-  static constexpr uint32_t kType = kThree ? ggml::kQ3_K : ggml::kQ2_K;
-  static constexpr int kElems = 256, kBytes = kThree ? 110 : 84;
-  static constexpr bool kMins = !kThree, kOneScale = false;
-  __m512i table = nibble_table(kThree ? -4 : 0, kThree ? 8 : 4);
+// Q2_K: qs[32h + l] holds values 128h + 32p + l in its bit planes p = 0..3 (scale and min per 16
+// values: sub-block 8h + 2p + l/16). One 64-byte load of all 64 qs bytes; a word's eight 2-bit
+// codes come down by shifts of 2p (its even byte) and 8 + 2p (its odd byte) into a 4-periodic
+// VPERMW table. Unit c = plane c, even and odd bytes: a vector's lane groups of four are then
+// sub-blocks 2c, 2c + 1, 8 + 2c, 9 + 2c, the same in both vectors. Value dl q - ml.
+struct KqQ2_K {
+  static constexpr uint32_t kType = ggml::kQ2_K;
+  static constexpr int kElems = 256, kBytes = 84;
+  static constexpr bool kMins = true, kOneScale = true, kBlockScales = false;
+  __m512i table = nibble_table(0, 4);
   struct Header {
-    float dl[16], ml[16];
+    __m512 dl, mins;
   };
-  static void header(const uint8_t* b, Header* h) {
-    if constexpr (kThree) {
-      const uint8_t* sc = b + 96;
-      const float d = f16c_half(ggml::u16_at(b + 108));
-      for (int i = 0; i < 16; ++i) {
-        const int low = i < 8 ? (sc[i] & 15) : (sc[i - 8] >> 4);
-        const int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-        h->dl[i] = d * float((low | (high << 4)) - 32);
-      }
-    } else {
-      const float d = f16c_half(ggml::u16_at(b + 80)), dmin = f16c_half(ggml::u16_at(b + 82));
-      for (int i = 0; i < 16; ++i) {
-        h->dl[i] = d * float(b[i] & 15);
-        h->ml[i] = dmin * float(b[i] >> 4);
-      }
-    }
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    const __m512i sc = _mm512_maskz_cvtepu8_epi32(
+        __mmask16(0xFFFF), _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    const auto f = [](__m512i v) { return _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), v); };
+    return {_mm512_mul_ps(f(_mm512_and_si512(sc, _mm512_set1_epi32(15))),
+                          _mm512_set1_ps(f16c_half(ggml::u16_at(b + 80)))),
+            _mm512_mul_ps(f(_mm512_maskz_srli_epi32(__mmask16(0xFFFF), sc, 4)),
+                          _mm512_set1_ps(-f16c_half(ggml::u16_at(b + 82))))};
   }
-  void unit(const uint8_t* b, const Header& h, int c, __m512i* w, __m512* s) const {
+  static constexpr int element(int slot) {
+    const int i = 2 * (slot % 32) + (slot / 32) % 2;  // byte of qs
+    return 128 * (i / 32) + 32 * (slot / 64) + i % 32;
+  }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t* b, const Header& h, int c, __m512i* w,
+                                __m512* s) const {
+    const __m512i q = _mm512_loadu_si512(b + 16);
+    w[0] = perm_words(_mm512_srli_epi16(q, 2 * c), table);
+    w[1] = perm_words(_mm512_srli_epi16(q, 8 + 2 * c), table);
+    const __m512i g = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 8, 8, 8, 8, 9, 9, 9, 9);
+    s[0] = lanes_of(h.dl, _mm512_add_epi32(g, _mm512_set1_epi32(2 * c)));
+  }
+};
+
+// Q3_K: unit c = values 64c.. of a block = half h = c/2, 2-bit planes p0 = 2(c%2) and p1 = p0 + 1
+// of qs[32h..32h+31] (first half: plane p0; second: p1), the hmask bit 4h + p on top; a scale per
+// 16 values (sub-block 8h + 2p + hf), so each vector has its own lane scales; value dl (q - 4 + 4
+// hmask bit).
+struct KqQ3_K {
+  static constexpr uint32_t kType = ggml::kQ3_K;
+  static constexpr int kElems = 256, kBytes = 110;
+  static constexpr bool kMins = false, kOneScale = false, kBlockScales = false;
+  __m512i table = nibble_table(-4, 8);
+  struct Header {
+    __m512 dl;
+  };
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    const uint8_t* sc = b + 96;
+    const float d = f16c_half(ggml::u16_at(b + 108));
+    alignas(64) float dl[16];
+    for (int i = 0; i < 16; ++i) {
+      const int low = i < 8 ? (sc[i] & 15) : (sc[i - 8] >> 4);
+      const int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+      dl[i] = d * float((low | (high << 4)) - 32);
+    }
+    return {_mm512_load_ps(dl)};
+  }
+  static constexpr int element(int slot) { return run_element(slot); }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t* b, const Header& h, int c, __m512i* w,
+                                __m512* s) const {
     const int hh = c / 2, p0 = 2 * (c % 2), p1 = p0 + 1;
-    const uint8_t* qs = b + (kThree ? 32 : 16) + 32 * hh;
+    const uint8_t* qs = b + 32 + 32 * hh;
     const __m512i planes = words_split(2 * p0, 2 * p1);
     for (int v = 0; v < 2; ++v) {
       __m512i idx = and_words(_mm512_srlv_epi16(bytes_twice(qs + 16 * v), planes), 3);
-      if constexpr (kThree) {
-        const __m512i hb =
-            _mm512_srlv_epi16(bytes_twice(b + 16 * v), words_split(4 * hh + p0, 4 * hh + p1));
-        idx = _mm512_or_si512(idx, _mm512_slli_epi16(and_words(hb, 1), 2));
-      }
+      const __m512i hb =
+          _mm512_srlv_epi16(bytes_twice(b + 16 * v), words_split(4 * hh + p0, 4 * hh + p1));
+      idx = _mm512_or_si512(idx, _mm512_slli_epi16(and_words(hb, 1), 2));
       w[v] = perm_words(idx, table);
-      s[v] = lane_scales(h.dl[8 * hh + 2 * p0 + v], h.dl[8 * hh + 2 * p1 + v]);
+      s[v] = lanes_of(h.dl, idx_halves(8 * hh + 2 * p0 + v, 8 * hh + 2 * p1 + v));
     }
-  }
-  float min16(const Header& h, int c, int g) const {
-    const int hh = c / 2, p = 2 * (c % 2) + g / 2;
-    return h.ml[8 * hh + 2 * p + g % 2];
   }
 };
 
@@ -250,16 +360,21 @@ struct KqQ23_K {
 struct KqQ6_K {
   static constexpr uint32_t kType = ggml::kQ6_K;
   static constexpr int kElems = 256, kBytes = 210;
-  static constexpr bool kMins = false, kOneScale = false;
+  static constexpr bool kMins = false, kOneScale = false, kBlockScales = false;
   __m512i lo = nibble_table(-32, 32), hi = nibble_table(0, 32);
   struct Header {
-    float dl[16];
+    __m512 dl;
   };
-  static void header(const uint8_t* b, Header* h) {
-    const float d = f16c_half(ggml::u16_at(b + 208));
-    for (int i = 0; i < 16; ++i) h->dl[i] = d * float(int8_t(b[192 + i]));
+  CEDAR_ALWAYS_INLINE static Header header(const uint8_t* b) {
+    const __m512 sc = _mm512_maskz_cvtepi32_ps(
+        __mmask16(0xFFFF),
+        _mm512_maskz_cvtepi8_epi32(__mmask16(0xFFFF),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
+    return {_mm512_mul_ps(sc, _mm512_set1_ps(f16c_half(ggml::u16_at(b + 208))))};
   }
-  void unit(const uint8_t* b, const Header& h, int c, __m512i* w, __m512* s) const {
+  static constexpr int element(int slot) { return run_element(slot); }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t* b, const Header& h, int c, __m512i* w,
+                                __m512* s) const {
     const int hh = c / 2, k0 = 2 * (c % 2), k1 = k0 + 1;
     const uint8_t* ql = b + 64 * hh;
     const __m512i planes = words_split(2 * k0, 2 * k1);
@@ -270,145 +385,207 @@ struct KqQ6_K {
           and_words(_mm512_srlv_epi16(bytes_twice(b + 128 + 32 * hh + 16 * v), planes), 3);
       const __m512i idx = _mm512_or_si512(low, _mm512_slli_epi16(high, 4));
       w[v] = _mm512_permutex2var_epi16(lo, idx, hi);
-      s[v] = lane_scales(h.dl[8 * hh + v + 2 * k0], h.dl[8 * hh + v + 2 * k1]);
+      s[v] = lanes_of(h.dl, idx_halves(8 * hh + v + 2 * k0, 8 * hh + v + 2 * k1));
     }
   }
-  float min16(const Header&, int, int) const { return 0.0f; }
 };
 
-// ---- activations: K bf16 words in the unit order above, then the sum of every 32 values ----
+// ---- activations: K bf16 words, block by block in the format's element order, then the fp32
+// sum of every 16 values in K order ----
 
-int kq_act_floats(int K) { return K % 64 ? act_floats_blocks(K) : K / 2 + K / 16; }
+// K-quant rows not of whole blocks cannot be stored; the buffer family takes any other odd width
+template <class D>
+bool kq_whole(int K) {
+  return K % 64 == 0 && K % D::kElems == 0;
+}
+template <class D>
+int kq_act_floats(int K) {
+  return kq_whole<D>(K) ? K / 2 + K / 16 : act_floats_blocks(K);
+}
 
+template <class D>
+const int* kq_order() {
+  static const auto o = [] {
+    struct O {
+      int e[D::kElems];
+    } r;
+    for (int s = 0; s < D::kElems; ++s) r.e[s] = D::element(s);
+    return r;
+  }();
+  return o.e;
+}
+
+template <class D>
 void prepare_kq(const float* x, int rows, int K, float* act) {
-  if (K % 64) return prepare_blocks(x, rows, K, act);
-  const int lda = kq_act_floats(K);
-  alignas(64) float v[64];
-  alignas(64) uint16_t h[64];
+  if (!kq_whole<D>(K)) return prepare_blocks(x, rows, K, act);
+  constexpr int E = D::kElems;
+  const int lda = kq_act_floats<D>(K);
+  const int* order = kq_order<D>();
+  alignas(64) float v[E];
+  alignas(64) uint16_t h[E];
   for (int m = 0; m < rows; ++m) {
     const float* xr = x + size_t(m) * K;
     uint16_t* words = reinterpret_cast<uint16_t*>(act + size_t(m) * lda);
     float* sums = act + size_t(m) * lda + K / 2;
-    for (int u = 0; u < K / 64; ++u) {
-      for (int b = 0; b < 2; ++b) {
-        act_quant_block(xr + 64 * u + 32 * b, nullptr, v + 32 * b);
-        store_bf16(h + 32 * b, v + 32 * b);
+    for (int b = 0; b < K / E; ++b) {
+      for (int k = 0; k < E; k += 32) {
+        act_quant_block(xr + E * b + k, nullptr, v + k);
+        store_bf16(h + k, v + k);
       }
-      for (int g = 0; g < 4; ++g) {
-        double s = 0;
-        for (int i = 0; i < 16; ++i) s += v[16 * g + i];
-        sums[4 * u + g] = float(s);
+      for (int g = 0; g < E / 16; ++g) {
+        double sum = 0;  // (rounded once)
+        for (int i = 0; i < 16; ++i) sum += v[16 * g + i];
+        sums[(E / 16) * b + g] = float(sum);
       }
-      for (int slot = 0; slot < 64; ++slot) {
-        const int vec = slot / 32, w = slot % 32;
-        words[64 * u + slot] = h[w < 16 ? 16 * vec + w : 32 + 16 * vec + (w - 16)];
-      }
+      for (int slot = 0; slot < E; ++slot) words[E * b + slot] = h[order[slot]];
     }
   }
 }
 
-// A weight row's units as the products consume them: each(f) calls f(u, w, s, mins) for every
-// 64-value unit u in K order -- decoded in registers (RegisterUnits) or read back from a panel
-// the row was decoded into once (PanelUnits). The same values either way, so the same results.
+// A weight row as the products consume it: each(f, g) calls f(u, c, w, s) for every 64-word unit
+// u in K order (c: its index in its block) and g(b, s0, s1, mins) after block b (kBlockScales:
+// the block's two scale vectors; kMins: its groups' negated mins) -- decoded in registers
+// (RegisterUnits) or read back from a panel the row was decoded into once (PanelUnits). The same
+// values either way, so the same results.
 template <class D>
 struct RegisterUnits {
   const D& dec;
   const uint8_t* row;
   int K;
-  template <class F>
-  void each(F&& f) const {
+  template <class F, class G>
+  void each(F&& f, G&& g) const {
     for (int b = 0; b < K / D::kElems; ++b) {
       const uint8_t* bp = row + size_t(b) * D::kBytes;
       _mm_prefetch(reinterpret_cast<const char*>(bp + 2048), _MM_HINT_T0);
-      typename D::Header h;
-      D::header(bp, &h);
-      for (int c = 0; c < D::kElems / 64; ++c) {
+      const typename D::Header h = D::header(bp);
+      CEDAR_UNROLL for (int c = 0; c < D::kElems / 64; ++c) {
         __m512i w[2];
         __m512 s[2];
         dec.unit(bp, h, c, w, s);
-        __m128 mins = _mm_setzero_ps();
-        if constexpr (D::kMins)
-          mins = _mm_setr_ps(dec.min16(h, c, 0), dec.min16(h, c, 1), dec.min16(h, c, 2),
-                             dec.min16(h, c, 3));
-        f((b * D::kElems) / 64 + c, w, s, mins);
+        f((b * D::kElems) / 64 + c, c, w, s);
+      }
+      if constexpr (D::kBlockScales || D::kMins) {
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, mins = s0;
+        if constexpr (D::kBlockScales) s0 = h.scale0, s1 = h.scale1;
+        if constexpr (D::kMins) mins = h.mins;
+        g(b, s0, s1, mins);
       }
     }
   }
 };
 
-// Per unit: two word vectors and two scale vectors (16 floats each), then the four mins.
-constexpr int kPanelUnitFloats = 16 * 4 + 4;
+// Per unit: two word vectors, then (unless kBlockScales) two scale vectors, 16 floats each; per
+// block, after its units: kBlockScales' two scale vectors, then kMins' mins.
+template <class D>
+struct PanelLayout {
+  static constexpr int kUnit = D::kBlockScales ? 32 : 64, kUnits = D::kElems / 64;
+  static constexpr int kTail = kUnits * kUnit,
+                       kBlock = kTail + (D::kBlockScales ? 32 : 0) + (D::kMins ? 16 : 0);
+};
 template <class D>
 struct PanelUnits {
+  using P = PanelLayout<D>;
   const float* panel;
   int K;
-  // decodes `row` into `panel` (K / 64 units of kPanelUnitFloats)
+  // decodes `row` into `panel` (K / kElems blocks of P::kBlock floats)
   static void fill(const D& dec, const uint8_t* row, int K, float* panel) {
-    RegisterUnits<D>{dec, row, K}.each([&](int u, const __m512i* w, const __m512* s, __m128 mins) {
-      float* p = panel + size_t(u) * kPanelUnitFloats;
-      _mm512_storeu_si512(p, w[0]);
-      _mm512_storeu_si512(p + 16, w[1]);
-      _mm512_storeu_ps(p + 32, s[0]);
-      _mm512_storeu_ps(p + 48, D::kOneScale ? s[0] : s[1]);
-      _mm_storeu_ps(p + 64, mins);
-    });
+    RegisterUnits<D>{dec, row, K}.each(
+        [&](int u, int, const __m512i* w, const __m512* s) {
+          float* p = panel + size_t(u / P::kUnits) * P::kBlock + (u % P::kUnits) * P::kUnit;
+          _mm512_storeu_si512(p, w[0]);
+          _mm512_storeu_si512(p + 16, w[1]);
+          if constexpr (!D::kBlockScales) {
+            _mm512_storeu_ps(p + 32, s[0]);
+            _mm512_storeu_ps(p + 48, D::kOneScale ? s[0] : s[1]);
+          }
+        },
+        [&](int b, __m512 s0, __m512 s1, __m512 mins) {
+          float* p = panel + size_t(b) * P::kBlock + P::kTail;
+          if constexpr (D::kBlockScales) {
+            _mm512_storeu_ps(p, s0);
+            _mm512_storeu_ps(p + 16, s1);
+            p += 32;
+          }
+          if constexpr (D::kMins) _mm512_storeu_ps(p, mins);
+        });
   }
-  template <class F>
-  void each(F&& f) const {
-    for (int u = 0; u < K / 64; ++u) {
-      const float* p = panel + size_t(u) * kPanelUnitFloats;
-      const __m512i w[2] = {_mm512_loadu_si512(p), _mm512_loadu_si512(p + 16)};
-      const __m512 s[2] = {_mm512_loadu_ps(p + 32), _mm512_loadu_ps(p + 48)};
-      f(u, w, s, _mm_loadu_ps(p + 64));
+  template <class F, class G>
+  void each(F&& f, G&& g) const {
+    for (int b = 0; b < K / D::kElems; ++b) {
+      const float* pb = panel + size_t(b) * P::kBlock;
+      CEDAR_UNROLL for (int c = 0; c < P::kUnits; ++c) {
+        const float* p = pb + c * P::kUnit;
+        const __m512i w[2] = {_mm512_loadu_si512(p), _mm512_loadu_si512(p + 16)};
+        __m512 s[2];
+        if constexpr (!D::kBlockScales)
+          s[0] = _mm512_loadu_ps(p + 32), s[1] = _mm512_loadu_ps(p + 48);
+        f(b * P::kUnits + c, c, w, s);
+      }
+      if constexpr (D::kBlockScales || D::kMins) {
+        const float* p = pb + P::kTail;
+        __m512 s0 = _mm512_setzero_ps(), s1 = s0, mins = s0;
+        if constexpr (D::kBlockScales) {
+          s0 = _mm512_loadu_ps(p);
+          s1 = _mm512_loadu_ps(p + 16);
+          p += 32;
+        }
+        if constexpr (D::kMins) mins = _mm512_loadu_ps(p);
+        g(b, s0, s1, mins);
+      }
     }
   }
 };
 
-// MR activation rows against one weight row's units.
-template <class D, int MR, class Units>
-void kq_rows(const Units& units, const float* act, int lda, int K, float* out, int ldo) {
+// MR activation rows against one weight row's units. Per row two lane accumulators: kOneScale,
+// a block's units alternate between them; else each vector of a unit has its own; kBlockScales,
+// each vector's products go into its own per-block sum (VDPBF16PS chains from zero), which the
+// block's scale vector multiplies into the first at the block's end. The negated mins times the
+// activation's 16-value sums go into the first accumulator at each block's end. put(m, v)
+// receives row m's acc0 + acc1, whose hsum16 rounded to bf16 is the output.
+template <class D, int MR, class Units, class Put>
+void kq_rows(const Units& units, const float* act, int lda, int K, Put&& put) {
   const float* sums = act + K / 2;
-  // two lane accumulators (the vectors of a unit with two scale vectors go to separate chains)
-  // and four min lanes per row, summed at the end in a fixed order
-  __m512 acc[MR][2];
-  __m128 mn[MR];
-  CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
-    acc[m][0] = acc[m][1] = _mm512_setzero_ps();
-    mn[m] = _mm_setzero_ps();
-  }
-  units.each([&](int u, const __m512i* w, const __m512* s, __m128 mins) {
-    CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
-      const float* x = act + size_t(m) * lda;
-      const __m512 z = _mm512_setzero_ps();
-      if constexpr (D::kOneScale) {
-        const __m512 t = dp(dp(z, w[0], load_words(x, 64 * u)), w[1], load_words(x, 64 * u + 32));
-        acc[m][0] = _mm512_fmadd_ps(t, s[0], acc[m][0]);
-      } else {
-        acc[m][0] = _mm512_fmadd_ps(dp(z, w[0], load_words(x, 64 * u)), s[0], acc[m][0]);
-        acc[m][1] = _mm512_fmadd_ps(dp(z, w[1], load_words(x, 64 * u + 32)), s[1], acc[m][1]);
-      }
-      if constexpr (D::kMins)
-        mn[m] = _mm_fmadd_ps(mins, _mm_loadu_ps(sums + size_t(m) * lda + 4 * u), mn[m]);
-    }
-  });
-  CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
-    float total = hsum16(D::kOneScale ? acc[m][0] : _mm512_add_ps(acc[m][0], acc[m][1]));
-    if constexpr (D::kMins) {
-      alignas(16) float l[4];
-      _mm_store_ps(l, mn[m]);
-      total -= (l[0] + l[1]) + (l[2] + l[3]);
-    }
-    out[size_t(m) * ldo] = bf16_round(total);
-  }
+  __m512 acc[MR][2], t[MR][2];  // (t: kBlockScales' per-block sums)
+  CEDAR_UNROLL for (int m = 0; m < MR; ++m) acc[m][0] = acc[m][1] = t[m][0] = t[m][1] =
+      _mm512_setzero_ps();
+  units.each(
+      [&](int u, int c, const __m512i* w, const __m512* s) {
+        CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
+          const float* x = act + size_t(m) * lda;
+          const __m512i x0 = load_words(x, 64 * u), x1 = load_words(x, 64 * u + 32);
+          const __m512 z = _mm512_setzero_ps();
+          if constexpr (D::kBlockScales) {
+            t[m][0] = dp(t[m][0], w[0], x0);
+            t[m][1] = dp(t[m][1], w[1], x1);
+          } else if constexpr (D::kOneScale) {
+            acc[m][c % 2] = _mm512_fmadd_ps(dp(dp(z, w[0], x0), w[1], x1), s[0], acc[m][c % 2]);
+          } else {
+            acc[m][0] = _mm512_fmadd_ps(dp(z, w[0], x0), s[0], acc[m][0]);
+            acc[m][1] = _mm512_fmadd_ps(dp(z, w[1], x1), s[1], acc[m][1]);
+          }
+        }
+      },
+      [&](int b, __m512 s0, __m512 s1, __m512 mins) {
+        CEDAR_UNROLL for (int m = 0; m < MR; ++m) {
+          if constexpr (D::kBlockScales) {
+            acc[m][0] = _mm512_fmadd_ps(t[m][0], s0, acc[m][0]);
+            acc[m][1] = _mm512_fmadd_ps(t[m][1], s1, acc[m][1]);
+            t[m][0] = t[m][1] = _mm512_setzero_ps();
+          }
+          if constexpr (D::kMins)
+            acc[m][0] =
+                _mm512_fmadd_ps(mins, _mm512_loadu_ps(sums + size_t(m) * lda + 16 * b), acc[m][0]);
+        }
+      });
+  CEDAR_UNROLL for (int m = 0; m < MR; ++m) put(m, _mm512_add_ps(acc[m][0], acc[m][1]));
 }
 
-template <class D, int MR, class Units>
-void kq_rows_upto(const Units& units, int M, const float* act, int lda, int K, float* out,
-                  int ldo) {
+template <class D, int MR, class Units, class Put>
+void kq_rows_upto(const Units& units, int M, const float* act, int lda, int K, Put&& put) {
   if (M == MR)
-    kq_rows<D, MR>(units, act, lda, K, out, ldo);
+    kq_rows<D, MR>(units, act, lda, K, put);
   else if constexpr (MR > 1)
-    kq_rows_upto<D, MR - 1>(units, M, act, lda, K, out, ldo);
+    kq_rows_upto<D, MR - 1>(units, M, act, lda, K, put);
 }
 
 // Up to kRows activation rows: each weight row decoded in registers as it streams by (a decode
@@ -416,30 +593,37 @@ void kq_rows_upto(const Units& units, int M, const float* act, int lda, int K, f
 template <class D>
 void gemm_kq(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
              float* out, int ldo) {
-  if (K % 64) return gemm_blocks<V16, D::kType>(act, M, K, w, ws, n0, n1, out, ldo);
+  if (!kq_whole<D>(K)) return gemm_blocks<V16, D::kType>(act, M, K, w, ws, n0, n1, out, ldo);
   constexpr int kRows = 8;
   static const D dec;
-  const int lda = kq_act_floats(K);
+  const int lda = kq_act_floats<D>(K);
   const size_t rb = size_t(K / D::kElems) * D::kBytes;
-  float* panel = M > kRows ? dp_buffer(0, size_t(K / 64) * kPanelUnitFloats) : nullptr;
-  for (int n = n0; n < n1; ++n) {
-    const uint8_t* row = w + size_t(n) * rb;
-    float* o = out + size_t(n - n0);
-    if (!panel) {
-      kq_rows_upto<D, kRows>(RegisterUnits<D>{dec, row, K}, M, act, lda, K, o, ldo);
-      continue;
+  if (M <= kRows) {
+    // consecutive outputs reduced sixteen at a time (PendingSums: the same bits as put_dp)
+    PendingSums<true> pend[kRows];
+    for (int n = n0; n < n1; ++n) {
+      float* o = out + size_t(n - n0);
+      kq_rows_upto<D, kRows>(RegisterUnits<D>{dec, w + size_t(n) * rb, K}, M, act, lda, K,
+                             [&](int m, __m512 v) { pend[m].add(o + size_t(m) * ldo, v); });
     }
-    PanelUnits<D>::fill(dec, row, K, panel);
+    for (int m = 0; m < M; ++m) pend[m].flush();
+    return;
+  }
+  float* panel = dp_buffer(0, size_t(K / D::kElems) * PanelLayout<D>::kBlock);
+  for (int n = n0; n < n1; ++n) {
+    PanelUnits<D>::fill(dec, w + size_t(n) * rb, K, panel);
     const PanelUnits<D> units{panel, K};
-    for (int m0 = 0; m0 < M; m0 += kRows)
+    for (int m0 = 0; m0 < M; m0 += kRows) {
+      float* o = out + size_t(m0) * ldo + size_t(n - n0);
       kq_rows_upto<D, kRows>(units, M - m0 < kRows ? M - m0 : kRows, act + size_t(m0) * lda, lda, K,
-                             o + size_t(m0) * ldo, ldo);
+                             [&](int m, __m512 v) { put_dp<true>(o + size_t(m) * ldo, v); });
+    }
   }
 }
 
 template <class D>
 GemmKernels kq_family() {
-  return {kq_act_floats, prepare_kq, gemm_kq<D>, 1};
+  return {kq_act_floats<D>, prepare_kq<D>, gemm_kq<D>, 1};
 }
 
 // The formats with a register family here, over fill_block_families' buffer families.
@@ -448,10 +632,10 @@ void fill_block_families_dp(KernelTable& k) {
   k.gemm[int(WeightFormat::kQ8_0)] = kq_family<KqQ8_0>();
   k.gemm[int(WeightFormat::kQ4_0)] = kq_family<KqQ45_0<false>>();
   k.gemm[int(WeightFormat::kQ5_0)] = kq_family<KqQ45_0<true>>();
-  k.gemm[int(WeightFormat::kQ2_K)] = kq_family<KqQ23_K<false>>();
-  k.gemm[int(WeightFormat::kQ3_K)] = kq_family<KqQ23_K<true>>();
-  k.gemm[int(WeightFormat::kQ4_K)] = kq_family<KqQ45_K<false>>();
-  k.gemm[int(WeightFormat::kQ5_K)] = kq_family<KqQ45_K<true>>();
+  k.gemm[int(WeightFormat::kQ2_K)] = kq_family<KqQ2_K>();
+  k.gemm[int(WeightFormat::kQ3_K)] = kq_family<KqQ3_K>();
+  k.gemm[int(WeightFormat::kQ4_K)] = kq_family<KqQ4_K>();
+  k.gemm[int(WeightFormat::kQ5_K)] = kq_family<KqQ5_K>();
   k.gemm[int(WeightFormat::kQ6_K)] = kq_family<KqQ6_K>();
 }
 

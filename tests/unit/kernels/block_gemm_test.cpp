@@ -177,6 +177,13 @@ TEST_P(BlockGemm, BatchInvariant) {
               << k.name << " " << fm.name << " m=" << m << " n=" << n;
       }
     }
+    // rows 2..6 as their own batch (a decode step's register path with several rows)
+    const std::vector<float> mid(x.begin() + 2 * K, x.begin() + 7 * K);
+    const auto part = run(k, fm, t, mid, 5, K, 0, N);
+    for (int m = 0; m < 5; ++m)
+      for (int n = 0; n < N; ++n)
+        ASSERT_EQ(part[size_t(m) * N + n], all[size_t(m + 2) * N + n])
+            << k.name << " " << fm.name << " batch of 5, m=" << m << " n=" << n;
   }
 }
 

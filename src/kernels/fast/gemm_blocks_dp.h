@@ -390,6 +390,96 @@ struct KqQ6_K {
   }
 };
 
+// IQ2_XXS: eight 32-value groups of 8 bytes: four grid indices (one per 8-value run: eight
+// magnitudes, each 8, 25 or 43), then a u32 of four 7-bit sign-pattern indices and the group
+// scale s in its top 4 bits, d (0.5 + s) / 4 (ggml::iq2_xxs). The header turns the block into
+// 32-word vectors indexed by run r = 4g + k: the grid entries' magnitudes as 2-bit codes (8 ->
+// 0, 25 -> 1, 43 -> 2) packed in 16 bits, looked up with four 64-entry VPERMI2W tables selected by
+// the index's top two bits; the runs' 8-bit sign masks (ksigns through VPERMI2B); the scales. A
+// vector j (0..7) is then position j of every run: its magnitude code shifted down into a
+// 4-periodic VPERMW table, its sign bit moved to bit 15. Lanes are run pairs, so lanes 2g and
+// 2g + 1 are group g in every vector: one scale vector for the block (kBlockScales). Unit c:
+// positions 2c and 2c + 1.
+struct KqIQ2_XXS {
+  static constexpr uint32_t kType = ggml::kIQ2_XXS;
+  static constexpr int kElems = 256, kBytes = 66;
+  static constexpr bool kMins = false, kOneScale = false, kBlockScales = true;
+  __m512i grid[8], magnitudes, ksigns[2];
+  // byte indices into the 64 bytes after d: each run's grid index (word r), the two bytes
+  // holding its sign index (word r) and that index's shift in them, each group's scale byte
+  // (dword lanes 2g and 2g + 1)
+  __m512i run_index, sign_bytes, sign_shift, scale_byte;
+  KqIQ2_XXS() {
+    alignas(64) uint16_t codes[256], shift[32];
+    alignas(64) uint8_t ri[64] = {}, sb[64], sc[64] = {};
+    for (int i = 0; i < 256; ++i) {
+      codes[i] = 0;
+      for (int j = 0; j < 8; ++j) {
+        const int m = int(ggml::tables::kIq2xxsGrid[i] >> (8 * j)) & 255;
+        codes[i] = uint16_t(codes[i] | ((m == 25 ? 1 : m == 43 ? 2 : 0) << (2 * j)));
+      }
+    }
+    for (int t = 0; t < 8; ++t) grid[t] = _mm512_load_si512(codes + 32 * t);
+    constexpr int kMagnitude[4] = {8, 25, 43, 0};  // (code 3 unused)
+    alignas(64) uint16_t mag[32];
+    for (int i = 0; i < 32; ++i) mag[i] = bf16_of_int(kMagnitude[i % 4]);
+    magnitudes = _mm512_load_si512(mag);
+    ksigns[0] = _mm512_loadu_si512(ggml::tables::kKsignsIq2xs);
+    ksigns[1] = _mm512_loadu_si512(ggml::tables::kKsignsIq2xs + 64);
+    for (int r = 0; r < 32; ++r) {
+      const int g = r / 4, k = r % 4, first = 4 + 8 * g + 7 * k / 8;
+      ri[2 * r] = uint8_t(8 * g + k);
+      sb[2 * r] = uint8_t(first);
+      sb[2 * r + 1] = uint8_t(first + 1);
+      shift[r] = uint16_t(7 * k % 8);
+    }
+    for (int l = 0; l < 16; ++l) sc[4 * l] = uint8_t(7 + 8 * (l / 2));
+    run_index = _mm512_loadu_si512(ri);
+    sign_bytes = _mm512_loadu_si512(sb);
+    sign_shift = _mm512_load_si512(shift);
+    scale_byte = _mm512_loadu_si512(sc);
+  }
+  struct Header {
+    __m512i codes, signs;
+    __m512 scale0, scale1;
+  };
+  CEDAR_ALWAYS_INLINE Header header(const uint8_t* b) const {
+    const __m512i q = _mm512_loadu_si512(b + 2);
+    const __mmask64 low = 0x5555555555555555ull;  // the low byte of every word
+    const __m512i idx = _mm512_maskz_permutexvar_epi8(low, run_index, q);
+    const __mmask32 b6 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x40)),
+                    b7 = _mm512_test_epi16_mask(idx, _mm512_set1_epi16(0x80));
+    const __m512i codes = _mm512_mask_blend_epi16(
+        b7,
+        _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(grid[0], idx, grid[1]),
+                                _mm512_permutex2var_epi16(grid[2], idx, grid[3])),
+        _mm512_mask_blend_epi16(b6, _mm512_permutex2var_epi16(grid[4], idx, grid[5]),
+                                _mm512_permutex2var_epi16(grid[6], idx, grid[7])));
+    const __m512i si = and_words(
+        _mm512_srlv_epi16(_mm512_maskz_permutexvar_epi8(~0ull, sign_bytes, q), sign_shift), 127);
+    const __m512i signs = _mm512_maskz_permutex2var_epi8(low, ksigns[0], si, ksigns[1]);
+    const __m512i sc = _mm512_maskz_srli_epi32(
+        __mmask16(0xFFFF), _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, scale_byte, q), 4);
+    // d (0.5 + s) / 4 = (0.5 + s) x (d / 4): both products exact, as the reference's
+    const __m512 scale = _mm512_mul_ps(
+        _mm512_add_ps(_mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), sc), _mm512_set1_ps(0.5f)),
+        _mm512_set1_ps(f16c_half(ggml::u16_at(b)) * 0.25f));
+    return {codes, signs, scale, scale};
+  }
+  static constexpr int element(int slot) {
+    return 8 * (slot % 32) + 2 * (slot / 64) + (slot / 32) % 2;
+  }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t*, const Header& h, int c, __m512i* w, __m512*) const {
+    for (int v = 0; v < 2; ++v) {
+      const int j = 2 * c + v;
+      const __m512i mag = perm_words(j ? _mm512_srli_epi16(h.codes, 2 * j) : h.codes, magnitudes);
+      // mag ^ (sign bit j moved to bit 15)
+      w[v] = _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(h.signs, 15 - j),
+                                       _mm512_set1_epi16(short(0x8000)), 0x78);
+    }
+  }
+};
+
 // ---- activations: K bf16 words, block by block in the format's element order, then the fp32
 // sum of every 16 values in K order ----
 
@@ -457,7 +547,7 @@ struct RegisterUnits {
     for (int b = 0; b < K / D::kElems; ++b) {
       const uint8_t* bp = row + size_t(b) * D::kBytes;
       _mm_prefetch(reinterpret_cast<const char*>(bp + 2048), _MM_HINT_T0);
-      const typename D::Header h = D::header(bp);
+      const typename D::Header h = dec.header(bp);
       CEDAR_UNROLL for (int c = 0; c < D::kElems / 64; ++c) {
         __m512i w[2];
         __m512 s[2];
@@ -637,6 +727,7 @@ void fill_block_families_dp(KernelTable& k) {
   k.gemm[int(WeightFormat::kQ4_K)] = kq_family<KqQ4_K>();
   k.gemm[int(WeightFormat::kQ5_K)] = kq_family<KqQ5_K>();
   k.gemm[int(WeightFormat::kQ6_K)] = kq_family<KqQ6_K>();
+  k.gemm[int(WeightFormat::kIQ2_XXS)] = kq_family<KqIQ2_XXS>();
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -294,6 +295,24 @@ class Placer {
   Checkpoint::LoadStats& stats_;
 };
 
+// Spec §8.3 rule 10: every tensor of the file is one the model reads, or the optional vision
+// routing bias; anything else means another layout or model (a V4 tensor, a compressor on a layer
+// whose role the keys say otherwise), so the file is refused naming it -- before the tensors the
+// model reads are looked for, so that a renamed tensor is reported as what the file has.
+void refuse_unexpected(const gguf::Header& h, gguf::Dialect dialect,
+                       const std::vector<ExpectedTensor>& expected, const std::string& label) {
+  std::set<std::string> names;
+  for (const ExpectedTensor& t : expected) {
+    int expert = -1;
+    names.insert(gguf::gguf_tensor_name(t.name, &expert, dialect));
+  }
+  for (const gguf::TensorInfo& ti : h.tensors)
+    if (!names.contains(std::string(ti.name)) && !ti.name.ends_with(".exp_probs_b_vl.bias"))
+      throw std::runtime_error(label + ": tensor '" + std::string(ti.name) +
+                               "' is not one of the model's (an unexpected tensor means another "
+                               "layout or model)");
+}
+
 }  // namespace
 
 std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path, const OpenOptions& opt) {
@@ -315,10 +334,12 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path, const
   const std::vector<ExpectedTensor> expected = expected_tensors(ck->config_);
   std::map<std::string, const ExpectedTensor*> by_name;
   for (const ExpectedTensor& t : expected) by_name[t.name] = &t;
+  const gguf::Dialect dialect = gguf::detect_dialect(h).dialect;
+  refuse_unexpected(h, dialect, expected, path);
   ThreadPool pool;  // the re-encoding runs on every core
   Placer placer(
-      files, gguf::detect_dialect(h).dialect, path, [&ck](size_t n) { return ck->allocate(n); },
-      ck->tensors_, opt.blocks_in_place ? &ck->blocks_ : nullptr, ck->stats_, pool);
+      files, dialect, path, [&ck](size_t n) { return ck->allocate(n); }, ck->tensors_,
+      opt.blocks_in_place ? &ck->blocks_ : nullptr, ck->stats_, pool);
   for (const ExpectedTensor& t : expected) {
     if (t.name.ends_with(".scale")) continue;  // placed with its weight
     const ExpectedTensor* scale = nullptr;

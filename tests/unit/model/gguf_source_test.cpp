@@ -169,20 +169,27 @@ TEST_F(GgufSource, TokenizerFromLlamaCppKeysIsTheTokenizerJson) {
   EXPECT_EQ(g->engram_token_map(), text::build_engram_token_map(b).map);
 }
 
-// Swaps the two dimensions of one 2-D tensor in a copy of the file's tensor table.
-std::string with_transposed(const std::string& path, const std::string& tensor) {
+std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string key = tensor;
-  size_t at = bytes.find(key);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+// Where the tensor table's entry of `tensor` (its length-prefixed name) starts its name.
+size_t table_entry(const std::string& bytes, const std::string& tensor) {
+  size_t at = bytes.find(tensor);
   while (at != std::string::npos) {
     uint64_t len = 0;
     std::memcpy(&len, bytes.data() + at - 8, 8);
-    if (len == key.size()) break;  // the tensor table's entry (length-prefixed name)
-    at = bytes.find(key, at + 1);
+    if (len == tensor.size()) break;
+    at = bytes.find(tensor, at + 1);
   }
-  EXPECT_NE(at, std::string::npos);
-  const size_t dims = at + key.size();
+  EXPECT_NE(at, std::string::npos) << tensor;
+  return at;
+}
+
+// Swaps the two dimensions of one 2-D tensor in a copy of the file's tensor table.
+std::string with_transposed(const std::string& path, const std::string& tensor) {
+  std::string bytes = file_bytes(path);
+  const size_t dims = table_entry(bytes, tensor) + tensor.size();
   uint32_t n = 0;
   std::memcpy(&n, bytes.data() + dims, 4);
   EXPECT_EQ(n, 2u);
@@ -202,6 +209,23 @@ TEST_F(GgufSource, TransposedTensorIsRefusedByName) {
     const std::string m = e.what();
     EXPECT_NE(m.find("blk.2.attn_output_a.weight"), std::string::npos) << m;
     EXPECT_NE(m.find("stored transposed"), std::string::npos) << m;
+  }
+}
+
+// A tensor the model does not read (here a renamed one, as a file of another layout has) is
+// refused by its name before anything is looked for.
+TEST_F(GgufSource, UnexpectedTensorIsRefusedByName) {
+  std::string bytes = file_bytes(gguf_path());
+  const std::string from = "blk.3.attn_q_a_norm.weight", to = "blk.3.attn_q_a_nxrm.weight";
+  bytes.replace(table_entry(bytes, from), from.size(), to);
+  const std::string bad = gguf_path() + ".renamed.gguf";
+  std::ofstream(bad, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  try {
+    Checkpoint::open(bad);
+    FAIL() << "a file with an unexpected tensor loaded";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'" + to + "' is not one of the model's"), std::string::npos) << m;
   }
 }
 

@@ -51,14 +51,23 @@ Weight make(WeightFormat f, int N, int K) {
       std::memcpy(t.w.data(), v.data(), t.w.size());
       break;
     }
-    case WeightFormat::kIQ2_XXS: {  // random grid indices, signs and scales (any bytes are a
-                                    // valid block; encoding 512 MiB of values would take minutes)
+    case WeightFormat::kIQ2_XXS:
+    case WeightFormat::kIQ1_S:
+    case WeightFormat::kIQ1_M: {  // random grid indices, signs and scales (any bytes are a valid
+                                  // block; encoding 512 MiB of values would take minutes), d 2^-8
+      const int bytes = f == WeightFormat::kIQ2_XXS ? 66 : f == WeightFormat::kIQ1_S ? 50 : 56;
       const int blocks = N * (K / 256);
-      t.w.resize(size_t(blocks) * 66);
+      t.w.resize(size_t(blocks) * size_t(bytes));
       for (auto& c : t.w) c = uint8_t(rng());
       for (int b = 0; b < blocks; ++b) {
-        const uint16_t d = 0x1c00;  // 2^-8
-        std::memcpy(t.w.data() + size_t(b) * 66, &d, 2);
+        uint8_t* p = t.w.data() + size_t(b) * size_t(bytes);
+        if (f == WeightFormat::kIQ1_M) {  // d = the four scale words' top nibbles: 0x1c00
+          for (int i = 0; i < 4; ++i)
+            p[49 + 2 * i] = uint8_t((p[49 + 2 * i] & 15) | (i == 2 ? 0xC0 : i == 3 ? 0x10 : 0));
+        } else {
+          const uint16_t d = 0x1c00;
+          std::memcpy(p, &d, 2);
+        }
       }
       break;
     }
@@ -119,7 +128,8 @@ void register_all() {
   for (const KernelTable* k : supported_kernel_tables())
     for (WeightFormat f :
          {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32,
-          WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K, WeightFormat::kIQ2_XXS})
+          WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K, WeightFormat::kIQ2_XXS,
+          WeightFormat::kIQ1_S, WeightFormat::kIQ1_M})
       for (int threads : {1, 2}) {
         const std::string p =
             std::string(k->name) + "/" + name_of(f) + "/t" + std::to_string(threads);

@@ -480,6 +480,151 @@ struct KqIQ2_XXS {
   }
 };
 
+// IQ1_S / IQ1_M: 32 runs of eight values g + delta (g in {-1, 0, 1} from a 2,048-entry grid,
+// delta = +-1/8 per group or half-group) times an odd 3-bit scale. The grid entries' values as
+// 2-bit codes (g + 1) packed in 16 bits: 4 KiB, too large for register tables, so the block's 32
+// 11-bit indices gather them (two VPGATHERDD of 16). Vector j is position j of every run, as
+// IQ2_XXS: the code and the run's delta sign (bit 2) index an 8-periodic VPERMW table of the six
+// values g + delta (each exact in bf16). Lanes are run pairs: lane l holds runs 2l and 2l + 1, of
+// group l/2 and (IQ1_M) half-group l. One scale vector per block (kBlockScales). The headers
+// give each run's index and sign in word r = 4g + k and the lanes' scales.
+struct Iq1Grid {
+  alignas(64) uint16_t codes[2048 + 32];  // (a gather reads 4 bytes at entry 2047)
+  __m512i values, low_words;
+  Iq1Grid() {
+    for (int i = 0; i < 2048 + 32; ++i) {
+      codes[i] = 0;
+      for (int j = 0; i < 2048 && j < 8; ++j)
+        codes[i] = uint16_t(codes[i] | ((int8_t(ggml::tables::kIq1sGrid[i] >> (8 * j)) + 1) & 3)
+                                           << (2 * j));
+    }
+    // index (sign << 2) | code: g + delta, delta = +1/8 (sign 0) or -1/8; code 3 unused
+    const float v[8] = {-0.875f, 0.125f, 1.125f, 0.0f, -1.125f, -0.125f, 0.875f, 0.0f};
+    alignas(64) uint16_t t[32], lw[32];
+    for (int i = 0; i < 32; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &v[i % 8], 4);
+      t[i] = uint16_t(bits >> 16);  // (exact: at most 4 significant bits)
+      lw[i] = uint16_t(i < 16 ? 2 * i : 32 + 2 * (i - 16));
+    }
+    values = _mm512_load_si512(t);
+    low_words = _mm512_load_si512(lw);
+  }
+  // 32 words of 11-bit grid indices -> their 32 packed code words
+  CEDAR_ALWAYS_INLINE __m512i gather(__m512i idx) const {
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i i0 = _mm512_maskz_cvtepu16_epi32(
+        __mmask16(0xFFFF), _mm512_mask_extracti64x4_epi64(_mm256_setzero_si256(), 0xF, idx, 0));
+    const __m512i i1 = _mm512_maskz_cvtepu16_epi32(
+        __mmask16(0xFFFF), _mm512_mask_extracti64x4_epi64(_mm256_setzero_si256(), 0xF, idx, 1));
+    const __m512i g0 = _mm512_mask_i32gather_epi32(z, __mmask16(0xFFFF), i0, codes, 2);
+    const __m512i g1 = _mm512_mask_i32gather_epi32(z, __mmask16(0xFFFF), i1, codes, 2);
+    return _mm512_permutex2var_epi16(g0, low_words, g1);  // each dword's low word
+  }
+  // position j of every run: (code j | sign) through the value table
+  CEDAR_ALWAYS_INLINE __m512i position(__m512i codes, __m512i sign4, int j) const {
+    const __m512i c = j ? _mm512_srli_epi16(codes, 2 * j) : codes;
+    return perm_words(_mm512_ternarylogic_epi32(c, _mm512_set1_epi16(3), sign4, 0xEA), values);
+  }
+  // the word of run r's 11-bit index: the low byte from `low`, the 3 high bits from `high`'s low
+  // bits
+  static __m512i index(__m512i low, __m512i high) {
+    return _mm512_ternarylogic_epi32(low, _mm512_slli_epi16(high, 8), _mm512_set1_epi16(0x700),
+                                     0xF8);
+  }
+  // odd scales: d (2 s + 1) per dword lane of s
+  static __m512 odd_scales(__m512i s, float d) {
+    const __m512 f = _mm512_maskz_cvtepi32_ps(__mmask16(0xFFFF), s);
+    return _mm512_mul_ps(_mm512_fmadd_ps(f, _mm512_set1_ps(2.0f), _mm512_set1_ps(1.0f)),
+                         _mm512_set1_ps(d));
+  }
+};
+// byte-index vectors from a generator: byte i = f(i), or zero where f gives -1 (maskz users)
+template <class F>
+__m512i byte_indices(F f) {
+  alignas(64) int8_t b[64];
+  for (int i = 0; i < 64; ++i) b[i] = int8_t(f(i) < 0 ? 0 : f(i));
+  return _mm512_load_si512(b);
+}
+inline __m512i word_shifts(int (*f)(int)) {
+  alignas(64) uint16_t w[32];
+  for (int r = 0; r < 32; ++r) w[r] = uint16_t(f(r));
+  return _mm512_load_si512(w);
+}
+
+// Both IQ1 types: the element order and the units of the shared header.
+struct KqIq1 : Iq1Grid {
+  static constexpr int kElems = 256;
+  static constexpr bool kMins = false, kOneScale = false, kBlockScales = true;
+  struct Header {
+    __m512i codes, sign4;
+    __m512 scale0, scale1;
+  };
+  static constexpr int element(int slot) {
+    return 8 * (slot % 32) + 2 * (slot / 64) + (slot / 32) % 2;
+  }
+  CEDAR_ALWAYS_INLINE void unit(const uint8_t*, const Header& h, int c, __m512i* w, __m512*) const {
+    w[0] = position(h.codes, h.sign4, 2 * c);
+    w[1] = position(h.codes, h.sign4, 2 * c + 1);
+  }
+};
+
+// IQ1_S {d; qs[32]; qh[8] (u16)}: run r = 4g + k: index qs[r] | ((qh[g] >> 3k) & 7) << 8;
+// qh[g] bits 12-14 the group's s, bit 15 its delta sign.
+struct KqIQ1_S : KqIq1 {
+  static constexpr uint32_t kType = ggml::kIQ1_S;
+  static constexpr int kBytes = 50;
+  __m512i qs = byte_indices([](int i) { return i % 2 ? -1 : 2 + i / 2; }),
+          qh = byte_indices([](int i) { return 34 + 2 * (i / 8) + i % 2; }),
+          shift = word_shifts([](int r) { return 3 * (r % 4); }),
+          qh_lanes = byte_indices([](int i) { return i % 4 < 2 ? 34 + 2 * (i / 8) + i % 4 : -1; });
+  CEDAR_ALWAYS_INLINE Header header(const uint8_t* b) const {
+    const __m512i q = _mm512_maskz_loadu_epi8(~0ull >> (64 - kBytes), b);  // (not past the block)
+    const __m512i h = _mm512_maskz_permutexvar_epi8(~0ull, qh, q);         // word r: qh[r / 4]
+    const __m512i idx = index(_mm512_maskz_permutexvar_epi8(0x5555555555555555ull, qs, q),
+                              _mm512_srlv_epi16(h, shift));
+    const __m512i sign4 = and_words(_mm512_srli_epi16(h, 13), 4);
+    const __m512i s =
+        _mm512_and_si512(_mm512_maskz_srli_epi32(
+                             __mmask16(0xFFFF),
+                             _mm512_maskz_permutexvar_epi8(0x3333333333333333ull, qh_lanes, q), 12),
+                         _mm512_set1_epi32(7));
+    const __m512 scale = odd_scales(s, f16c_half(ggml::u16_at(b)));
+    return {gather(idx), sign4, scale, scale};
+  }
+};
+
+// IQ1_M {qs[32]; qh[16]; scales[8] (4 u16)}: run r = 4g + k: nibble k%2 of qh[2g + k/2] holds
+// the index's 3 high bits and (bit 3) the delta sign; half-group 2g + k/2 has s = bits 6(g%2) +
+// 3(k/2) of scale word g/2; d is the four scale words' top nibbles.
+struct KqIQ1_M : KqIq1 {
+  static constexpr uint32_t kType = ggml::kIQ1_M;
+  static constexpr int kBytes = 56;
+  __m512i qs = byte_indices([](int i) { return i % 2 ? -1 : i / 2; }),
+          qh = byte_indices([](int i) { return i % 2 ? -1 : 32 + 2 * (i / 8) + (i / 2) % 4 / 2; }),
+          nibble = word_shifts([](int r) { return 4 * (r % 2); }),
+          sc_lanes = byte_indices([](int i) { return i % 4 < 2 ? 48 + 2 * (i / 16) + i % 4 : -1; });
+  __m512i sc_shift = _mm512_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9);
+  CEDAR_ALWAYS_INLINE Header header(const uint8_t* b) const {
+    const __m512i q = _mm512_maskz_loadu_epi8(~0ull >> (64 - kBytes), b);
+    const __m512i nib =
+        _mm512_srlv_epi16(_mm512_maskz_permutexvar_epi8(0x5555555555555555ull, qh, q), nibble);
+    const __m512i idx = index(_mm512_maskz_permutexvar_epi8(0x5555555555555555ull, qs, q), nib);
+    const __m512i sign4 = and_words(_mm512_srli_epi16(nib, 1), 4);
+    const __m512i s = _mm512_and_si512(
+        _mm512_maskz_srlv_epi32(__mmask16(0xFFFF),
+                                _mm512_maskz_permutexvar_epi8(0x3333333333333333ull, sc_lanes, q),
+                                sc_shift),
+        _mm512_set1_epi32(7));
+    uint16_t sc[4];
+    for (int i = 0; i < 4; ++i) sc[i] = ggml::u16_at(b + 48 + 2 * i);
+    const float d = f16c_half(uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                       ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)));
+    const __m512 scale = odd_scales(s, d);
+    return {gather(idx), sign4, scale, scale};
+  }
+};
+
 // ---- activations: K bf16 words, block by block in the format's element order, then the fp32
 // sum of every 16 values in K order ----
 
@@ -728,6 +873,8 @@ void fill_block_families_dp(KernelTable& k) {
   k.gemm[int(WeightFormat::kQ5_K)] = kq_family<KqQ5_K>();
   k.gemm[int(WeightFormat::kQ6_K)] = kq_family<KqQ6_K>();
   k.gemm[int(WeightFormat::kIQ2_XXS)] = kq_family<KqIQ2_XXS>();
+  k.gemm[int(WeightFormat::kIQ1_S)] = kq_family<KqIQ1_S>();
+  k.gemm[int(WeightFormat::kIQ1_M)] = kq_family<KqIQ1_M>();
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "base/scratch.h"
 #include "forward/engram_store.h"
+#include "model/gguf_decode.h"
 #include "numerics/bf16.h"
 #include "numerics/fmath.h"
 #include "numerics/fp8.h"
@@ -13,7 +14,7 @@
 namespace cedar {
 
 Engram::Engram(const ModelConfig& cfg, int layer, const LayerWeights& w, const EngramLayout& layout)
-    : cfg_(cfg), w_(w), layout_(layout), index_(cfg.plan(layer).engram_index) {
+    : cfg_(cfg), w_(w), layout_(layout), index_(cfg.plan(layer).engram_index), layer_(layer) {
   if (index_ < 0 || size_t(index_) >= layout.layer_ids.size())
     throw std::runtime_error("layer " + std::to_string(layer) + " is not an Engram layer");
   if (layout.num_embeddings.at(size_t(index_)) != w.engram_rows)
@@ -60,10 +61,14 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows,
       const int64_t row = rows[k];
       if (row < 0 || row >= w_.engram_rows)
         throw std::runtime_error("engram row id " + std::to_string(row) + " out of range");
-      const uint8_t* v =
-          ctx.engram ? codes.data() + k * size_t(ehd) : w_.engram_table + size_t(row) * ehd;
+      const uint8_t* v = ctx.engram ? codes.data() + k * size_t(ehd)
+                                    : w_.engram_table + size_t(row) * w_.engram_stride;
       const uint8_t* s = ctx.engram ? scales.data() + k * size_t(ehd / 32)
-                                    : w_.engram_table_scale + size_t(row) * (ehd / 32);
+                                    : w_.engram_table_scale + size_t(row) * w_.engram_scale_stride;
+      // ds4's native rows are checked as they are read (the table is never read whole); the
+      // store checks the rows it reads itself
+      if (w_.engram_native && !ctx.engram && !gguf::engram_row_valid(v, ehd))
+        throw std::runtime_error(engram_nan_row(layer_, row));
       float* out = E.data() + size_t(i) * width + size_t(c) * ehd;
       for (int d = 0; d < ehd; ++d) out[d] = fmath::e4m3(v[d]) * fmath::ue8m0(s[d / 32]);
     }

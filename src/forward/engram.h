@@ -36,6 +36,7 @@ class Engram {
   const LayerWeights& w_;
   const EngramLayout& layout_;
   int index_;  // position in engram_layer_ids
+  int layer_;
 };
 
 }  // namespace cedar

@@ -7,12 +7,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/gguf_decode.h"
+
 namespace cedar {
 
 namespace {
 // (layer position, row) as one key: row ids stay far below 2^56
 int64_t key_of(int index, int64_t row) { return (int64_t(index) << 56) | row; }
 }  // namespace
+
+std::string engram_nan_row(int layer, int64_t row) {
+  return "layers." + std::to_string(layer) + ".engram.embed.weight: row " + std::to_string(row) +
+         " holds a NaN code or scale (ds4's native rows; ds4 refuses such rows too)";
+}
 
 EngramStore::EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const ModelWeights& w,
                          size_t cache_bytes)
@@ -34,8 +41,14 @@ EngramStore::EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const Mod
     const LayerWeights& lw = w.layers.at(size_t(l));
     Table t;
     t.rows = lw.engram_rows;
-    const auto c = locate(lw.engram_table, size_t(t.rows) * size_t(hd_), "codes");
-    const auto s = locate(lw.engram_table_scale, size_t(t.rows) * size_t(hd_ / 32), "scales");
+    t.codes_stride = lw.engram_stride;
+    t.scales_stride = lw.engram_scale_stride;
+    t.native = lw.engram_native;
+    t.layer = l;
+    const auto c =
+        locate(lw.engram_table, size_t(t.rows - 1) * t.codes_stride + size_t(hd_), "codes");
+    const auto s = locate(lw.engram_table_scale,
+                          size_t(t.rows - 1) * t.scales_stride + size_t(hd_ / 32), "scales");
     t.file = by_path.at(c.path);
     if (by_path.at(s.path) != t.file)
       throw std::runtime_error("engram store: a table's codes and scales are in different shards");
@@ -83,10 +96,18 @@ size_t EngramStore::claim(int64_t key) {
 void EngramStore::read_row(const Table& t, int64_t r, size_t slot) {
   uint8_t* dst = cache_.data() + slot * size_t(row_bytes());
   const int sb = hd_ / 32;
-  t.file->read(t.codes_at + uint64_t(r) * uint64_t(hd_), size_t(hd_), dst);
-  t.file->read(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb), dst + hd_);
-  t.file->drop_cached(t.codes_at + uint64_t(r) * uint64_t(hd_), size_t(hd_));
-  t.file->drop_cached(t.scales_at + uint64_t(r) * uint64_t(sb), size_t(sb));
+  const uint64_t c = t.codes_at + uint64_t(r) * t.codes_stride,
+                 s = t.scales_at + uint64_t(r) * t.scales_stride;
+  if (t.native) {  // ds4's row: its codes and scales together, one read
+    t.file->read(c, size_t(row_bytes()), dst);
+    t.file->drop_cached(c, size_t(row_bytes()));
+    if (!gguf::engram_row_valid(dst, hd_)) throw std::runtime_error(engram_nan_row(t.layer, r));
+    return;
+  }
+  t.file->read(c, size_t(hd_), dst);
+  t.file->read(s, size_t(sb), dst + hd_);
+  t.file->drop_cached(c, size_t(hd_));
+  t.file->drop_cached(s, size_t(sb));
 }
 
 IoQueue::Read EngramStore::take_read(size_t slot) {

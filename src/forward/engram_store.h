@@ -16,6 +16,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -26,6 +27,10 @@
 #include "model/config.h"
 
 namespace cedar {
+
+// The error for a row of ds4's native Engram rows holding a NaN code (0x7F/0xFF) or scale (255):
+// ds4 refuses such rows when it reads them, and so does cedar (the table is never read whole).
+std::string engram_nan_row(int layer, int64_t row);
 
 struct EngramStoreStats {
   int64_t lookups = 0, hits = 0, bytes_read = 0, reads = 0;
@@ -54,7 +59,10 @@ class EngramStore {
  private:
   struct Table {
     const FileReader* file = nullptr;
-    uint64_t codes_at = 0, scales_at = 0;  // file offsets of the two tensors
+    uint64_t codes_at = 0, scales_at = 0;  // file offsets of the two tensors' first rows
+    uint64_t codes_stride = 0, scales_stride = 0;
+    bool native = false;  // ds4's rows: a row's codes and scales in one read, checked for NaN
+    int layer = 0;
     int64_t rows = 0;
   };
   int row_bytes() const { return hd_ + hd_ / 32; }

@@ -25,6 +25,14 @@ const TensorView& need(const Checkpoint& ck, const std::string& name, DType dt,
                              shape_str(shape));
   return t;
 }
+// need() for the tensors read densely (all but the Engram tables' rows)
+const TensorView& need_dense(const Checkpoint& ck, const std::string& name, DType dt,
+                             const std::vector<int64_t>& shape) {
+  const TensorView& t = need(ck, name, dt, shape);
+  if (t.row_stride != 0 && t.row_stride != t.stride())
+    throw std::runtime_error("tensor " + name + ": strided rows where dense ones are read");
+  return t;
+}
 
 // Safetensors packs tensors back to back, so a bf16 or fp32 tensor may start at any byte (the
 // release has fp32 tensors at odd offsets): reading it through a typed pointer is undefined and
@@ -39,11 +47,11 @@ const uint8_t* aligned(ModelWeights& W, const TensorView& t) {
 
 const uint16_t* bf16_vec(ModelWeights& W, const Checkpoint& ck, const std::string& name,
                          const std::vector<int64_t>& shape) {
-  return reinterpret_cast<const uint16_t*>(aligned(W, need(ck, name, DType::BF16, shape)));
+  return reinterpret_cast<const uint16_t*>(aligned(W, need_dense(ck, name, DType::BF16, shape)));
 }
 const float* f32_vec(ModelWeights& W, const Checkpoint& ck, const std::string& name,
                      const std::vector<int64_t>& shape) {
-  return reinterpret_cast<const float*>(aligned(W, need(ck, name, DType::F32, shape)));
+  return reinterpret_cast<const float*>(aligned(W, need_dense(ck, name, DType::F32, shape)));
 }
 
 // The kernel format of a GGUF block weight.
@@ -80,25 +88,25 @@ Linear linear(ModelWeights& W, const Checkpoint& ck, const std::string& prefix, 
     case DType::F8_E4M3: {
       if (in % 32) throw std::runtime_error("tensor " + wn + ": input width not a multiple of 32");
       L.kind = Linear::Kind::FP8;
-      L.w = need(ck, wn, DType::F8_E4M3, {out, in}).data;
-      L.scale = need(ck, prefix + ".scale", DType::F8_E8M0, {(out + 31) / 32, in / 32}).data;
+      L.w = need_dense(ck, wn, DType::F8_E4M3, {out, in}).data;
+      L.scale = need_dense(ck, prefix + ".scale", DType::F8_E8M0, {(out + 31) / 32, in / 32}).data;
       break;
     }
     case DType::I8:
     case DType::U8: {
       if (in % 32) throw std::runtime_error("tensor " + wn + ": input width not a multiple of 32");
       L.kind = Linear::Kind::FP4;
-      L.w = need(ck, wn, t.dtype, {out, in / 2}).data;
-      L.scale = need(ck, prefix + ".scale", DType::F8_E8M0, {out, in / 32}).data;
+      L.w = need_dense(ck, wn, t.dtype, {out, in / 2}).data;
+      L.scale = need_dense(ck, prefix + ".scale", DType::F8_E8M0, {out, in / 32}).data;
       break;
     }
     case DType::BF16:
       L.kind = Linear::Kind::BF16;
-      L.w = aligned(W, need(ck, wn, DType::BF16, {out, in}));
+      L.w = aligned(W, need_dense(ck, wn, DType::BF16, {out, in}));
       break;
     case DType::F32:
       L.kind = Linear::Kind::F32;
-      L.w = aligned(W, need(ck, wn, DType::F32, {out, in}));
+      L.w = aligned(W, need_dense(ck, wn, DType::F32, {out, in}));
       break;
     default:
       throw std::runtime_error("tensor " + wn + ": unsupported dtype " + dtype_name(t.dtype));
@@ -220,9 +228,18 @@ LayerWeights bind_block(ModelWeights& W, const Checkpoint& ck, const LayerPlan& 
     const int n_cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
     const int64_t rows = c.engram_num_embeddings.at(size_t(P.engram_index));
     L.engram_rows = rows;
-    L.engram_table = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd}).data;
-    L.engram_table_scale =
-        need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32}).data;
+    const TensorView& codes = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd});
+    const TensorView& scales = need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32});
+    L.engram_table = codes.data;
+    L.engram_table_scale = scales.data;
+    L.engram_stride = codes.stride();
+    L.engram_scale_stride = scales.stride();
+    // ds4's rows: the scales right after the codes, in the same bytes
+    L.engram_native = codes.row_stride != 0;
+    if (L.engram_native &&
+        (L.engram_stride != size_t(ehd + ehd / 32) || scales.row_stride != codes.row_stride ||
+         scales.data != codes.data + ehd))
+      throw std::runtime_error("tensor " + p + "engram.embed: strided rows that are not ds4's");
     L.engram_wkv = linear(W, ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
     L.engram_q_weight = bf16_vec(W, ck, p + "engram.q_weight", {hc, D});
     L.engram_k_weight = bf16_vec(W, ck, p + "engram.k_weight", {hc, D});

@@ -91,6 +91,10 @@ struct LayerWeights {
   // Engram
   const uint8_t* engram_table = nullptr;        // E4M3 [rows, engram_head_dim]
   const uint8_t* engram_table_scale = nullptr;  // UE8M0 [rows, engram_head_dim / 32]
+  // bytes from one row to the next (a directory: dense; ds4's native rows: codes and scales of a
+  // row together, so both strides are head_dim + head_dim / 32)
+  size_t engram_stride = 0, engram_scale_stride = 0;
+  bool engram_native = false;  // ds4's native rows: a row is checked for NaN when it is read
   int64_t engram_rows = 0;
   Linear engram_wkv;                          // [D * (hc+1), n_cols * engram_head_dim]
   const uint16_t* engram_q_weight = nullptr;  // [hc, D]

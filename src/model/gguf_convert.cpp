@@ -32,8 +32,8 @@ struct Fp8Weight {
   const TensorView& s;
   bool per_row() const { return s.dim(0) == w.dim(0); }
   float at(int64_t r, int64_t c) const {
-    const int64_t in = w.dim(1), sr = per_row() ? r : r / 32;
-    return e4m3_to_f32(w.data[r * in + c]) * ue8m0_to_f32(s.data[sr * s.dim(1) + c / 32]);
+    // (rows, not data + r * in: a ds4 file's Engram table is two strided views of its rows)
+    return e4m3_to_f32(w.row(r)[c]) * ue8m0_to_f32(s.row(per_row() ? r : r / 32)[c / 32]);
   }
   // whether every value is a bf16 value (low 16 bits zero: <= 7 mantissa bits and in range)
   bool bf16_exact() const {
@@ -239,8 +239,8 @@ void write_model_keys(const ModelConfig& cfg, const GgufTokenizerKeys& tk,
 void fill_engram_rows(const TensorView& codes, const TensorView& scales, uint8_t* dst) {
   const int64_t cols = codes.dim(1), nb = scales.dim(1);
   for (int64_t r = 0; r < codes.dim(0); ++r, dst += cols + nb) {
-    std::memcpy(dst, codes.data + r * cols, size_t(cols));
-    std::memcpy(dst + cols, scales.data + r * nb, size_t(nb));
+    std::memcpy(dst, codes.row(r), size_t(cols));
+    std::memcpy(dst + cols, scales.row(r), size_t(nb));
   }
 }
 

@@ -258,31 +258,16 @@ class Placer {
   // ds4's native Engram rows (I8 tensor [cols + cols/32, rows]): the codes and the scales split
   // apart into the release's two tensors -- a byte copy, every value kept. A row holding a NaN
   // (code 0x7F/0xFF, scale 255) is refused, as ds4 refuses it.
+  // ds4's native Engram rows stay in the file: the release's codes and scales are two strided
+  // views of them (a release table is 189 GiB: never copied). A row holding a NaN code or scale
+  // is refused when it is read (forward/engram.cpp), as ds4 refuses it at read time.
   void place_engram_rows(const ExpectedTensor& t, const ExpectedTensor& s,
                          const gguf::TensorInfo& ti) {
-    uint8_t* codes = fresh(t);
-    uint8_t* scales = fresh(s);
     const int64_t rows = t.shape[0], cols = t.shape[1], nb = cols / 32;
     const uint8_t* base = files_.data(ti);
-    std::atomic<int64_t> bad{-1};
-    pool_.parallel_for(
-        rows,
-        [&](int64_t r0, int64_t r1) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const uint8_t* row = base + size_t(r * (cols + nb));
-            if (!gguf::engram_row_valid(row, cols)) bad = r;
-            std::memcpy(codes + r * cols, row, size_t(cols));
-            std::memcpy(scales + r * nb, row + cols, size_t(nb));
-          }
-        },
-        4096);
-    if (bad >= 0)
-      throw std::runtime_error(label_ + ": tensor '" + std::string(ti.name) + "' row " +
-                               std::to_string(bad.load()) +
-                               " holds a NaN code or scale (ds4 refuses such rows too)");
-    view(t, codes, size_t(rows * cols));
-    view(s, scales, size_t(rows * nb));
-    stats_.reencoded += 2;
+    view(t, base, size_t(rows * cols)).row_stride = size_t(cols + nb);
+    view(s, base + cols, size_t(rows * nb)).row_stride = size_t(cols + nb);
+    stats_.in_place += 2;
   }
 
   ThreadPool& pool_;

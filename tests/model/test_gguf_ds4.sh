@@ -4,8 +4,8 @@
 # tables as native rows at the end, 16 KiB alignment, llama.cpp's tokenizer keys only), and cedar
 # reads it back: dialect B, the Engram rows and projections identical to the release values the
 # numpy reference decodes, the directory's logits bit for bit (one-shot, chunked, decode; reference
-# and fast kernels) and its generated text; a lossy ds4 file's weights computed in place; an Engram
-# row holding a NaN code (which ds4 refuses too) is refused with the row.
+# and fast kernels) and its generated text; a lossy ds4 file's weights computed in place; the
+# Engram rows read in place, one holding a NaN code (which ds4 refuses too) refused when read.
 source "$(dirname "$0")/lib.sh"
 M="$WORK/tiny"
 G="$WORK/ds4.gguf"
@@ -36,7 +36,9 @@ check "q4_k: in place" grep -Eq "load: .* [1-9][0-9]* weights computed in place"
 check "q4_k: Engram rows exact" "$PY" "$CEDAR_SOURCE_DIR/tests/model/compare_gguf_tensor.py" "$M" \
   layers.2.engram.embed.weight "$WORK/t.npy"
 check "q4_k: runs" "$CEDAR_BIN" run -m "$WORK/q4.gguf" --raw -p "The quick brown" --temp 0 -n 4
-# a NaN code in row 5 of the last Engram table (found by its source bytes) is refused
+# a NaN code in every row of the last Engram table (row 0 found by its source bytes; the rows
+# follow at 264-byte steps): the file loads (the rows stay in the file, never read whole) and the
+# first row a token reads is refused with its number, as ds4 refuses it at read time
 "$PY" - "$M" "$G" "$WORK/nan.gguf" <<'PYEOF'
 import os, sys
 sys.path.insert(0, os.path.join(os.environ["CEDAR_SOURCE_DIR"], "tools", "reference"))
@@ -46,13 +48,16 @@ ck = Checkpoint(model)
 name = "layers.2.engram.embed"
 codes = ck.where[name + ".weight"].raw(name + ".weight")
 scales = ck.where[name + ".scale"].raw(name + ".scale")
-row = codes[5].tobytes() + scales[5].tobytes()
+row = codes[0].tobytes() + scales[0].tobytes()
 data = bytearray(open(src, "rb").read())
 at = data.find(row)
-assert at >= 0 and data.find(row, at + 1) < 0, "row 5 not found once"
-data[at + 3] = 0x7F
+assert at >= 0 and data.find(row, at + 1) < 0, "row 0 not found once"
+assert data[at + 5 * len(row):at + 6 * len(row)] == codes[5].tobytes() + scales[5].tobytes()
+for r in range(codes.shape[0]):
+    data[at + r * len(row) + 3] = 0x7F
 open(dst, "wb").write(data)
 PYEOF
-check "NaN row refused" refuses "'blk.2.engram_embd.weight' row 5 holds a NaN" \
+check "NaN row: loads" "$CEDAR_BIN" inspect --model "$WORK/nan.gguf"
+check "NaN row refused when read" refuses "layers.2.engram.embed.weight: row [0-9]* holds a NaN" \
   "$CEDAR_BIN" logits -m "$WORK/nan.gguf" --ids 1,2 --out "$WORK/x.npy"
 finish

@@ -2,15 +2,15 @@
 // tensors the engine reads (issue 15, spec v41-gguf.md). The config comes from the file's keys
 // (gguf_dialect*.cpp); each release tensor is found under its dialect's name (a routed expert as
 // its slice of the merged tensor) and then either
-//   * viewed in place, when the file stores it as the release does (BF16 and F32 tensors), or
+//   * viewed in place, when the file stores it as the release does (BF16 and F32 tensors; ds4's
+//     native Engram rows as two strided views, codes and scales), or
 //   * left in the file as a block weight, an FP8- or FP4-role projection stored as Q8_0, Q4_0,
 //     Q5_0, Q2_K..Q6_K, IQ2_XXS, IQ1_S or IQ1_M, which the kernel families of those types compute
 //     in place (unless OpenOptions::blocks_in_place is off), or
-//   * re-encoded into the release's format at load: FP8-role weights and the Engram tables to
-//     E4M3 + UE8M0 with the release's block rule (ds4's native Engram rows split into codes and
-//     scales: a byte copy), routed experts from MXFP4 blocks to E2M1 pairs + UE8M0 (a byte
-//     shuffle: the same codes and scales), BF16/F32-role tensors stored in another type decoded
-//     and rounded once.
+//   * re-encoded into the release's format at load: FP8-role weights and dialect A's Engram
+//     tables to E4M3 + UE8M0 with the release's block rule, routed experts from MXFP4 blocks to
+//     E2M1 pairs + UE8M0 (a byte shuffle: the same codes and scales), BF16/F32-role tensors
+//     stored in another type decoded and rounded once.
 // So an FP8 weight stored as the BF16 of its exact values gets its FP8 GEMM semantics back (the
 // same codes times the same powers of two, or another power-of-two split of the same values, which
 // every kernel sums identically) and the file gives the release's logits bit for bit. A value the
@@ -255,9 +255,6 @@ class Placer {
     stats_.reencoded += 2;
   }
 
-  // ds4's native Engram rows (I8 tensor [cols + cols/32, rows]): the codes and the scales split
-  // apart into the release's two tensors -- a byte copy, every value kept. A row holding a NaN
-  // (code 0x7F/0xFF, scale 255) is refused, as ds4 refuses it.
   // ds4's native Engram rows stay in the file: the release's codes and scales are two strided
   // views of them (a release table is 189 GiB: never copied). A row holding a NaN code or scale
   // is refused when it is read (forward/engram.cpp), as ds4 refuses it at read time.

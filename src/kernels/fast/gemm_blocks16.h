@@ -1,4 +1,4 @@
-// The avx512 table's decode step over GGUF block weights (Q8_0, Q2_K, Q4_K, Q6_K): up to four
+// The avx512 table's decode step over GGUF block weights (Q8_0, Q4_0, Q2_K..Q6_K): up to four
 // activation rows against each weight row, the row's values decoded sixteen at a time straight
 // into registers instead of through the buffer family's L1 chunk (gemm_blocks.h), with 16-lane
 // decoders instead of its eight-lane ones.
@@ -52,6 +52,20 @@ struct Dec16<ggml::kQ8_0> {
 };
 
 template <>
+struct Dec16<ggml::kQ4_0> {
+  struct Header {
+    float d;
+  };
+  static Header header(const uint8_t* b) { return {f16c_half(ggml::u16_at(b))}; }
+  // v 0: the low nibbles of qs[0..15] (values 0-15), v 1: the high ones (16-31); minus 8
+  static __m512 vec(const uint8_t* b, const Header& h, int v) {
+    const __m512i raw = u8x16i(b + 2);
+    const __m512i q = _mm512_sub_epi32(v ? srli16(raw, 4) : and16(raw, 15), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_set1_ps(h.d), to_ps16(q));
+  }
+};
+
+template <>
 struct Dec16<ggml::kQ2_K> {
   struct Header {
     float d, dmin;
@@ -90,6 +104,51 @@ struct Dec16<ggml::kQ4_K> {
     const int c = v / 4, hf = (v / 2) % 2, i = v % 2;
     const __m512i raw = u8x16i(b + 16 + 32 * c + 16 * i);
     const __m512i q = hf ? srli16(raw, 4) : and16(raw, 15);
+    return _mm512_fmsub_ps(_mm512_set1_ps(h.dl[2 * c + hf]), to_ps16(q),
+                           _mm512_set1_ps(h.ml[2 * c + hf]));
+  }
+};
+
+template <>
+struct Dec16<ggml::kQ3_K> {
+  struct Header {
+    float dl[16];
+  };
+  static Header header(const uint8_t* b) {
+    Header h;
+    const uint8_t* s = b + 96;
+    const float d = f16c_half(ggml::u16_at(b + 108));
+    for (int i = 0; i < 16; ++i) {
+      const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
+      const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+      h.dl[i] = d * float((low | (high << 4)) - 32);
+    }
+    return h;
+  }
+  // values 128h + 32p + 16hf + l: bit plane p of qs[32h + 16hf + l] minus 4 unless bit 4h + p
+  // of hmask[16hf + l]; scale 8h + 2p + hf
+  static __m512 vec(const uint8_t* b, const Header& hd, int v) {
+    const int h = v / 8, p = (v / 2) % 4, hf = v % 2;
+    const __m512i q2 = and16(srli16(u8x16i(b + 32 + 32 * h + 16 * hf), 2 * p), 3);
+    const __m512i hi = and16(srli16(u8x16i(b + 16 * hf), 4 * h + p), 1);
+    const __m512i q = _mm512_sub_epi32(
+        q2,
+        _mm512_maskz_slli_epi32(__mmask16(0xFFFF), _mm512_xor_si512(hi, _mm512_set1_epi32(1)), 2));
+    return _mm512_mul_ps(_mm512_set1_ps(hd.dl[8 * h + 2 * p + hf]), to_ps16(q));
+  }
+};
+
+template <>
+struct Dec16<ggml::kQ5_K> {
+  using Header = Dec16<ggml::kQ4_K>::Header;
+  static Header header(const uint8_t* b) { return Dec16<ggml::kQ4_K>::header(b); }
+  // Q4_K's nibbles (qs at b + 48) with bit 2c + hf of qh[16i + l] on top
+  static __m512 vec(const uint8_t* b, const Header& h, int v) {
+    const int c = v / 4, hf = (v / 2) % 2, i = v % 2;
+    const __m512i raw = u8x16i(b + 48 + 32 * c + 16 * i);
+    const __m512i bit = and16(srli16(u8x16i(b + 16 + 16 * i), 2 * c + hf), 1);
+    const __m512i q = _mm512_add_epi32(hf ? srli16(raw, 4) : and16(raw, 15),
+                                       _mm512_maskz_slli_epi32(__mmask16(0xFFFF), bit, 4));
     return _mm512_fmsub_ps(_mm512_set1_ps(h.dl[2 * c + hf]), to_ps16(q),
                            _mm512_set1_ps(h.ml[2 * c + hf]));
   }
@@ -168,14 +227,16 @@ void gemm_blocks16(const float* act, int M, int K, const uint8_t* w, const uint8
 // The buffer families, with the fused decode step for the formats above.
 void fill_block_families16(KernelTable& k) {
   fill_block_families<V16>(k);
-  k.gemm[int(WeightFormat::kQ8_0)] = {act_floats_blocks, prepare_blocks, gemm_blocks16<ggml::kQ8_0>,
-                                      1};
-  k.gemm[int(WeightFormat::kQ2_K)] = {act_floats_blocks, prepare_blocks, gemm_blocks16<ggml::kQ2_K>,
-                                      1};
-  k.gemm[int(WeightFormat::kQ4_K)] = {act_floats_blocks, prepare_blocks, gemm_blocks16<ggml::kQ4_K>,
-                                      1};
-  k.gemm[int(WeightFormat::kQ6_K)] = {act_floats_blocks, prepare_blocks, gemm_blocks16<ggml::kQ6_K>,
-                                      1};
+  const auto fused = [&k](WeightFormat f, decltype(GemmKernels::gemm) gemm) {
+    k.gemm[int(f)] = {act_floats_blocks, prepare_blocks, gemm, 1};
+  };
+  fused(WeightFormat::kQ8_0, gemm_blocks16<ggml::kQ8_0>);
+  fused(WeightFormat::kQ4_0, gemm_blocks16<ggml::kQ4_0>);
+  fused(WeightFormat::kQ2_K, gemm_blocks16<ggml::kQ2_K>);
+  fused(WeightFormat::kQ3_K, gemm_blocks16<ggml::kQ3_K>);
+  fused(WeightFormat::kQ4_K, gemm_blocks16<ggml::kQ4_K>);
+  fused(WeightFormat::kQ5_K, gemm_blocks16<ggml::kQ5_K>);
+  fused(WeightFormat::kQ6_K, gemm_blocks16<ggml::kQ6_K>);
 }
 
 }  // namespace

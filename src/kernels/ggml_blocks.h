@@ -110,6 +110,13 @@ void q2_k(const uint8_t* b, float* y, Half half) {
   }
 }
 
+// Q3_K's scale i of 16 from the 12 packed bytes s (4 low bits, then 2 high ones), minus 32
+inline int q3_k_scale(const uint8_t* s, int i) {
+  const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
+  const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
 // block_q3_K {hmask[32]; qs[64]; scales[12]; d}: sixteen 6-bit signed scales, 2 low bits from
 // qs and the high bit from hmask (set: 0, clear: -4)
 template <class Half>
@@ -119,11 +126,7 @@ void q3_k(const uint8_t* b, float* y, Half half) {
   const uint8_t* s = b + 96;
   const float d = half(u16_at(b + 108));
   int scale[16];
-  for (int i = 0; i < 16; ++i) {
-    const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
-    const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-    scale[i] = (low | (high << 4)) - 32;
-  }
+  for (int i = 0; i < 16; ++i) scale[i] = q3_k_scale(s, i);
   for (int h = 0; h < 2; ++h) {
     const uint8_t* q = qs + 32 * h;
     for (int p = 0; p < 4; ++p) {

@@ -308,11 +308,7 @@ struct KqQ3_K {
     const uint8_t* sc = b + 96;
     const float d = f16c_half(ggml::u16_at(b + 108));
     alignas(64) float dl[16];
-    for (int i = 0; i < 16; ++i) {
-      const int low = i < 8 ? (sc[i] & 15) : (sc[i - 8] >> 4);
-      const int high = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
-      dl[i] = d * float((low | (high << 4)) - 32);
-    }
+    for (int i = 0; i < 16; ++i) dl[i] = d * float(ggml::q3_k_scale(sc, i));
     return {_mm512_load_ps(dl)};
   }
   static constexpr int element(int slot) { return run_element(slot); }

@@ -101,10 +101,7 @@ inline void dec_q3_k(const uint8_t* b, float* y) {
   for (int h = 0; h < 2; ++h)
     for (int p = 0; p < 4; ++p)
       for (int hf = 0; hf < 2; ++hf) {
-        const int i = 8 * h + 2 * p + hf;
-        const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
-        const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-        const __m256 dl = _mm256_set1_ps(d * float((low | (high << 4)) - 32));
+        const __m256 dl = _mm256_set1_ps(d * float(ggml::q3_k_scale(s, 8 * h + 2 * p + hf)));
         for (int c = 0; c < 2; ++c) {
           const int k = 16 * hf + 8 * c;
           const __m256i q2 =

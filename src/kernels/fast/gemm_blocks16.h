@@ -118,11 +118,7 @@ struct Dec16<ggml::kQ3_K> {
     Header h;
     const uint8_t* s = b + 96;
     const float d = f16c_half(ggml::u16_at(b + 108));
-    for (int i = 0; i < 16; ++i) {
-      const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
-      const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-      h.dl[i] = d * float((low | (high << 4)) - 32);
-    }
+    for (int i = 0; i < 16; ++i) h.dl[i] = d * float(ggml::q3_k_scale(s, i));
     return h;
   }
   // values 128h + 32p + 16hf + l: bit plane p of qs[32h + 16hf + l] minus 4 unless bit 4h + p

@@ -16,7 +16,7 @@ namespace cedar {
 
 // One projection weight [out, in] in whichever format the checkpoint stores it.
 struct Linear {
-  // in WeightFormat order; Q8_0 .. IQ1_M: ggml blocks from a GGUF file, computed in place
+  // in WeightFormat order; Q8_0 .. MXFP4: ggml blocks from a GGUF file, computed in place
   enum class Kind {
     FP8,
     FP4,
@@ -33,7 +33,8 @@ struct Linear {
     Q6_K,
     IQ2_XXS,
     IQ1_S,
-    IQ1_M
+    IQ1_M,
+    MXFP4
   };
   Kind kind = Kind::BF16;
   int out = 0, in = 0;
@@ -55,7 +56,8 @@ static_assert(int(Linear::Kind::FP8) == int(WeightFormat::kFP8) &&
               int(Linear::Kind::Q8_0) == int(WeightFormat::kQ8_0) &&
               int(Linear::Kind::Q6_K) == int(WeightFormat::kQ6_K) &&
               int(Linear::Kind::IQ1_M) == int(WeightFormat::kIQ1_M) &&
-              int(Linear::Kind::IQ1_M) + 1 == kWeightFormats);
+              int(Linear::Kind::MXFP4) == int(WeightFormat::kMXFP4) &&
+              int(Linear::Kind::MXFP4) + 1 == kWeightFormats);
 
 struct ExpertWeights {
   Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]

@@ -7,9 +7,9 @@ namespace cedar {
 namespace {
 
 // in WeightFormat order from kQ8_0
-constexpr uint32_t kTypes[] = {ggml::kQ8_0,    ggml::kQ4_0,  ggml::kQ5_0, ggml::kQ2_K,
-                               ggml::kQ3_K,    ggml::kQ4_K,  ggml::kQ5_K, ggml::kQ6_K,
-                               ggml::kIQ2_XXS, ggml::kIQ1_S, ggml::kIQ1_M};
+constexpr uint32_t kTypes[] = {ggml::kQ8_0,    ggml::kQ4_0,  ggml::kQ5_0,  ggml::kQ2_K,
+                               ggml::kQ3_K,    ggml::kQ4_K,  ggml::kQ5_K,  ggml::kQ6_K,
+                               ggml::kIQ2_XXS, ggml::kIQ1_S, ggml::kIQ1_M, ggml::kMXFP4};
 static_assert(sizeof(kTypes) / sizeof(kTypes[0]) == kWeightFormats - int(WeightFormat::kQ8_0));
 
 }  // namespace

@@ -22,12 +22,16 @@ namespace cedar::ggml {
 namespace {
 
 constexpr uint32_t kQ4_0 = 2, kQ5_0 = 6, kQ8_0 = 8, kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13,
-                   kQ6_K = 14, kIQ2_XXS = 16, kIQ1_S = 19, kIQ1_M = 29;
+                   kQ6_K = 14, kIQ2_XXS = 16, kIQ1_S = 19, kIQ1_M = 29, kMXFP4 = 39;
 
 // Elements and bytes of one block of type T.
-constexpr int block_elems(uint32_t t) { return t == kQ8_0 || t == kQ4_0 || t == kQ5_0 ? 32 : 256; }
+constexpr int block_elems(uint32_t t) {
+  return t == kQ8_0 || t == kQ4_0 || t == kQ5_0 || t == kMXFP4 ? 32 : 256;
+}
 constexpr int block_bytes(uint32_t t) {
   switch (t) {
+    case kMXFP4:
+      return 17;
     case kIQ2_XXS:
       return 66;
     case kIQ1_S:
@@ -77,6 +81,22 @@ void q4_0(const uint8_t* b, float* y, Half half) {
   for (int j = 0; j < 16; ++j) {
     y[j] = d * float(int(b[2 + j] & 15) - 8);
     y[j + 16] = d * float(int(b[2 + j] >> 4) - 8);
+  }
+}
+
+// block_mxfp4 {e; qs[16]}: ggml's doubled E2M1 value times 2^(e - 128), i.e. the OCP E2M1 value
+// times the UE8M0 scale 2^(e - 127) -- the release's FP4 value of the same code and scale byte;
+// element j in the low nibble of qs[j], j + 16 in its high nibble. e = 255 (UE8M0's NaN) gives
+// NaN, as the release's scale code does (ggml reads it as 2^127; no quantizer writes it).
+inline void mxfp4(const uint8_t* b, float* y) {
+  static constexpr float kE2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  const uint32_t bits = b[0] == 255 ? 0x7fc00000u : b[0] == 0 ? 0x00400000u : uint32_t(b[0]) << 23;
+  float s;
+  std::memcpy(&s, &bits, 4);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = kE2m1[b[1 + j] & 15] * s;
+    y[j + 16] = kE2m1[b[1 + j] >> 4] * s;
   }
 }
 
@@ -283,6 +303,7 @@ void decode_block(const uint8_t* b, float* y, Half half) {
   if constexpr (T == kIQ2_XXS) iq2_xxs(b, y, half);
   if constexpr (T == kIQ1_S) iq1_s(b, y, half);
   if constexpr (T == kIQ1_M) iq1_m(b, y, half);
+  if constexpr (T == kMXFP4) mxfp4(b, y);
 }
 
 // Calls f(std::integral_constant<uint32_t, T>{}) for the block type T == type and returns true;
@@ -312,6 +333,8 @@ bool with_block_type(uint32_t type, F&& f) {
       return f(std::integral_constant<uint32_t, kIQ1_S>{}), true;
     case kIQ1_M:
       return f(std::integral_constant<uint32_t, kIQ1_M>{}), true;
+    case kMXFP4:
+      return f(std::integral_constant<uint32_t, kMXFP4>{}), true;
   }
   return false;
 }

@@ -46,8 +46,13 @@ enum class WeightFormat : int {
   kIQ2_XXS = 13,
   kIQ1_S = 14,
   kIQ1_M = 15,
+  // An FP4-role (or FP8-role) weight stored as ggml MXFP4 blocks (17 bytes: the UE8M0 scale, then
+  // element j < 16 in the low nibble of byte j + 1, j + 16 in its high nibble): the release's FP4
+  // codes and scales in another order, computed in place by each table's FP4 family reading this
+  // layout -- the same values in the same order, so the same bits as kFP4. No separate scale.
+  kMXFP4 = 16,
 };
-constexpr int kWeightFormats = 16;
+constexpr int kWeightFormats = 17;
 // The block formats' ggml type ids (model/gguf.h), in WeightFormat order from kQ8_0.
 // block_format: the WeightFormat of a ggml type; false when no family computes it.
 bool block_format(uint32_t ggml_type, WeightFormat* f);

@@ -61,7 +61,7 @@ class Checkpoint {
   const LoadStats& load_stats() const { return stats_; }
 
   // A weight a GGUF file stores in a ggml block type that the kernels compute in place
-  // (WeightFormat kQ8_0 .. kIQ1_M) rather than re-encoded: under the release weight's name
+  // (WeightFormat kQ8_0 .. kMXFP4) rather than re-encoded: under the release weight's name
   // ("X.weight" of an FP8- or FP4-role projection, whose "X.scale" then does not exist, nor
   // "X.weight" in tensors()), its logical [out, in], the ggml type id and its bytes (out rows of in
   // / block_elems blocks).

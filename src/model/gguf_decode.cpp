@@ -20,18 +20,6 @@ float f16_at(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-// block_mxfp4 {e; qs[16]}: the doubled E2M1 value times 2^(e - 128) (= the OCP value times
-// 2^(e - 127)); element j low nibble of qs[j], j + 16 its high nibble. e = 255 (NaN) gives NaN.
-void mxfp4(const uint8_t* b, float* y) {
-  static constexpr float kDoubled[16] = {0,     1,  2,  3,  4,  6,  8,  12,
-                                         -0.0f, -1, -2, -3, -4, -6, -8, -12};
-  const float s = b[0] == 255 ? __builtin_nanf("") : ue8m0_to_f32(b[0]) * 0.5f;
-  for (int j = 0; j < 16; ++j) {
-    y[j] = kDoubled[b[1 + j] & 15] * s;
-    y[j + 16] = kDoubled[b[1 + j] >> 4] * s;
-  }
-}
-
 }  // namespace
 
 bool decodable(uint32_t type) {
@@ -90,9 +78,6 @@ void decode_row(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
       }
       case 24:
         *y = float(int8_t(*b));
-        break;
-      case 39:
-        mxfp4(b, y);
         break;
     }
   }

@@ -5,12 +5,14 @@
 //   * viewed in place, when the file stores it as the release does (BF16 and F32 tensors; ds4's
 //     native Engram rows as two strided views, codes and scales), or
 //   * left in the file as a block weight, an FP8- or FP4-role projection stored as Q8_0, Q4_0,
-//     Q5_0, Q2_K..Q6_K, IQ2_XXS, IQ1_S or IQ1_M, which the kernel families of those types compute
-//     in place (unless OpenOptions::blocks_in_place is off), or
+//     Q5_0, Q2_K..Q6_K, IQ2_XXS, IQ1_S, IQ1_M or MXFP4, which the kernel families of those types
+//     compute in place (unless OpenOptions::blocks_in_place is off); MXFP4 holds the release's FP4
+//     codes and scales, and its families are the FP4 families reading that layout (the same bits
+//     as the release's routed experts), or
 //   * re-encoded into the release's format at load: FP8-role weights and dialect A's Engram
 //     tables to E4M3 + UE8M0 with the release's block rule, routed experts from MXFP4 blocks to
-//     E2M1 pairs + UE8M0 (a byte shuffle: the same codes and scales), BF16/F32-role tensors
-//     stored in another type decoded and rounded once.
+//     E2M1 pairs + UE8M0 when blocks are not computed in place (a byte shuffle: the same codes and
+//     scales), BF16/F32-role tensors stored in another type decoded and rounded once.
 // So an FP8 weight stored as the BF16 of its exact values gets its FP8 GEMM semantics back (the
 // same codes times the same powers of two, or another power-of-two split of the same values, which
 // every kernel sums identically) and the file gives the release's logits bit for bit. A value the
@@ -121,7 +123,7 @@ class Placer {
     return t.name.find(".engram.embed.") != std::string::npos;
   }
 
-  // The block types the kernel families read (WeightFormat kQ8_0 .. kIQ1_M), for the weights
+  // The block types the kernel families read (WeightFormat kQ8_0 .. kMXFP4), for the weights
   // that go through linear(): not the Engram table (rows gathered, not multiplied) and not
   // wo_a (a bf16-weight product, sliced per output group).
   static bool computed_in_place(const ExpectedTensor& t, uint32_t type) {

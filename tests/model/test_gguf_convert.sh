@@ -22,6 +22,10 @@ for t in layers.0.attn.wq_a.weight layers.3.attn.wo_a.weight layers.2.ffn.shared
   check "$t" "$PY" "$CEDAR_SOURCE_DIR/tests/model/compare_gguf_tensor.py" "$M" "$t" "$WORK/t.npy"
 done
 check "inspect: lossless load" grep -q "0 values not exactly representable" "$WORK/inspect.txt"
+# the routed experts (merged MXFP4 tensors) are computed in place, not copied: 7 layers x 8
+# experts x 3 projections, the file's only block weights
+check "inspect: MXFP4 experts in place" grep -q " 168 weights computed in place as GGUF blocks" \
+  "$WORK/inspect.txt"
 # the GGUF file as the model: the same logits bit for bit (ref and the best table of this CPU)
 make_ids 15 150 "$WORK/ids"
 same_logits "$M" "$G" "$WORK/ids"
@@ -64,6 +68,11 @@ for q in q8 q4_k q2_k; do
     <("$CEDAR_BIN" inspect --model "$WORK/$q.gguf")
   invariant_logits "$WORK/$q.gguf" "$WORK/ids" "$q"
 done
+# --gguf-requant on the lossless file: the MXFP4 experts shuffled into the release's pairs at
+# load instead (the old path), the same logits
+"$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids" --out "$WORK/g.npy" --kernels ref --gguf-requant 2>/dev/null
+"$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids" --out "$WORK/d.npy" --kernels ref 2>/dev/null
+check "requant: lossless file, same logits" cmp -s "$WORK/d.npy" "$WORK/g.npy"
 # --gguf-requant: the same file re-encoded into FP8/FP4 at load, a different (doubly rounded) model
 "$CEDAR_BIN" logits -m "$WORK/q4_k.gguf" --ids-file "$WORK/ids" --out "$WORK/o.npy" --kernels ref 2>/dev/null
 "$CEDAR_BIN" logits -m "$WORK/q4_k.gguf" --ids-file "$WORK/ids" --out "$WORK/r.npy" --kernels ref --gguf-requant 2>/dev/null

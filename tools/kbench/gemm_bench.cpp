@@ -40,6 +40,13 @@ Weight make(WeightFormat f, int N, int K) {
       t.s.assign(size_t(N) * (K / 32), 120);
       for (auto& c : t.w) c = uint8_t(rng());
       break;
+    case WeightFormat::kMXFP4:  // the FP4 case's codes and scale, as ggml blocks
+      t.w.resize(size_t(N) * (K / 32) * 17);
+      for (size_t b = 0; b < t.w.size(); b += 17) {
+        t.w[b] = 120;
+        for (int i = 1; i < 17; ++i) t.w[b + size_t(i)] = uint8_t(rng());
+      }
+      break;
     case WeightFormat::kBF16:
       t.w.resize(size_t(N) * K * 2);
       for (size_t i = 0; i < t.w.size(); i += 2) t.w[i + 1] = uint8_t(0x3c + rng() % 4);
@@ -118,8 +125,9 @@ void run(benchmark::State& st, const KernelTable* k, WeightFormat f, int M, int 
 }
 
 const char* name_of(WeightFormat f) {
-  static const char* n[] = {"fp8",  "fp4",  "bf16", "f32",  "fp8w", "q8_0",    "q4_0",  "q5_0",
-                            "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq1_s", "iq1_m"};
+  static const char* n[] = {"fp8",  "fp4",     "bf16",  "f32",   "fp8w", "q8_0",
+                            "q4_0", "q5_0",    "q2_k",  "q3_k",  "q4_k", "q5_k",
+                            "q6_k", "iq2_xxs", "iq1_s", "iq1_m", "mxfp4"};
   static_assert(sizeof(n) / sizeof(n[0]) == kWeightFormats);
   return n[int(f)];
 }
@@ -127,9 +135,9 @@ const char* name_of(WeightFormat f) {
 void register_all() {
   for (const KernelTable* k : supported_kernel_tables())
     for (WeightFormat f :
-         {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16, WeightFormat::kF32,
-          WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K, WeightFormat::kIQ2_XXS,
-          WeightFormat::kIQ1_S, WeightFormat::kIQ1_M})
+         {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kMXFP4, WeightFormat::kBF16,
+          WeightFormat::kF32, WeightFormat::kQ8_0, WeightFormat::kQ4_K, WeightFormat::kQ2_K,
+          WeightFormat::kIQ2_XXS, WeightFormat::kIQ1_S, WeightFormat::kIQ1_M})
       for (int threads : {1, 2}) {
         const std::string p =
             std::string(k->name) + "/" + name_of(f) + "/t" + std::to_string(threads);

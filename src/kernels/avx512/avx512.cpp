@@ -20,6 +20,7 @@ const KernelTable& table() {
     k.act_quant = fast::act_quant;
     k.gemm[int(WeightFormat::kFP8)] = fast::fp8_family<G>();
     k.gemm[int(WeightFormat::kFP4)] = fast::fp4_family<G>();
+    k.gemm[int(WeightFormat::kMXFP4)] = fast::mxfp4_family<G>();
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family<G>();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family();
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family<G>();

@@ -148,6 +148,64 @@ struct Fp4Dec {
   }
 };
 
+// ggml MXFP4 blocks (17 bytes: the UE8M0 scale code, then element i < 16 in the low nibble of byte
+// i + 1, i + 16 in its high nibble) -> exactly the words Fp4Dec makes of the release's bytes for
+// the same codes. A unit is four blocks (68 bytes): one byte permute over them gathers block j's 16
+// code bytes into 128-bit lane j; two in-lane byte shuffles put, at each release byte k of a
+// block (element 2k low, 2k + 1 high), the byte holding element 2k and the one holding 2k + 1.
+// Bytes 0-7 of a block (elements < 16) want those bytes' low nibbles, bytes 8-15 their high ones:
+// a shift per qword (0 or 4 bits) and a bitwise select.
+struct Mxfp4Dec : Fp4Dec {
+  static constexpr int kBytes = 68;
+  __m512i gather, even, odd, down, up;
+  Mxfp4Dec() {
+    alignas(64) uint8_t g[64], e[64], o[64];
+    for (int i = 0; i < 64; ++i) {
+      g[i] = uint8_t(17 * (i / 16) + 1 + i % 16);
+      e[i] = uint8_t((2 * i) % 16);
+      o[i] = uint8_t((2 * i + 1) % 16);
+    }
+    gather = _mm512_load_si512(g);
+    even = _mm512_load_si512(e);
+    odd = _mm512_load_si512(o);
+    down = _mm512_set_epi64(4, 0, 4, 0, 4, 0, 4, 0);  // high qword of each block: high nibbles
+    up = _mm512_set_epi64(0, 4, 0, 4, 0, 4, 0, 4);    // low qword: the odd element's low nibble up
+  }
+  void decode(const uint8_t* p, __m512i* w) const {
+    int32_t last;  // bytes 64-67 (a masked load there measured slower)
+    std::memcpy(&last, p + 64, 4);
+    pairs(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(last)), w);
+  }
+  // `bytes` = 17 x blocks (the panel decodes whole units this way too): missing blocks read as 0
+  void decode_tail(const uint8_t* p, int bytes, __m512i* w) const {
+    const int lo = bytes < 64 ? bytes : 64;
+    pairs(_mm512_maskz_loadu_epi8(__mmask64(~0ull >> (64 - lo)), p),
+          _mm512_maskz_loadu_epi8(__mmask64((1ull << (bytes - lo)) - 1), p + 64), w);
+  }
+  void pairs(__m512i b0, __m512i b1, __m512i* w) const {
+    const __m512i c = _mm512_permutex2var_epi8(b0, gather, b1);
+    const __m512i e = _mm512_shuffle_epi8(c, even), o = _mm512_shuffle_epi8(c, odd);
+    const __m512i lo = _mm512_mask_srlv_epi64(e, 0xFF, e, down);
+    const __m512i hi = _mm512_mask_sllv_epi64(o, 0xFF, o, up);
+    // (lo & 0x0F) | (hi & 0xF0): the select c ? a : b with c = 0x0F
+    decode_bytes(_mm512_ternarylogic_epi64(lo, hi, _mm512_set1_epi8(0x0F), 0xE4), w);
+  }
+  // the scale codes of the unit at p (nb blocks, the rest 0) as Fp4Dec's scale lanes: byte 17j
+  // into the low byte of lanes 4j..4j+3, then to the exponent field (code 0: its subnormal
+  // 2^-127; 255: +inf -- what ue8m0_lanes gives)
+  static __m512 scales_at(const uint8_t* p, int nb) {
+    return scales_of_bytes(_mm512_maskz_loadu_epi8(__mmask64(~0ull >> (64 - 17 * nb + 16)), p));
+  }
+  static __m512 scales4_at(const uint8_t* p) { return scales_of_bytes(_mm512_loadu_si512(p)); }
+  static __m512 scales_of_bytes(__m512i b) {
+    const __m512i idx =
+        _mm512_set_epi32(51, 51, 51, 51, 34, 34, 34, 34, 17, 17, 17, 17, 0, 0, 0, 0);
+    const __m512i c = _mm512_maskz_permutexvar_epi8(0x1111111111111111ull, idx, b);
+    const __m512i e = _mm512_mask_slli_epi32(c, 0xFFFF, c, 23);
+    return _mm512_castsi512_ps(max_u32(e, _mm512_set1_epi32(0x00400000)));
+  }
+};
+
 // bf16 weights are their own words.
 struct Bf16Dec {
   static constexpr int kUnit = 32, kVecs = 1, kBytes = 64;

@@ -115,11 +115,20 @@ struct Fp8Rows {
     }
   }
 };
-template <class V>
+// kMx: the weight is ggml MXFP4 blocks (WeightFormat::kMXFP4: 17 bytes per 32-block, the scale
+// code first, element i < 16 in the low nibble of byte i + 1, i + 16 in its high nibble), turned
+// into the release's pair bytes per unit before the same decode: the same values in the same
+// lanes, so the same bits as the release's layout.
+template <class V, bool kMx = false>
 struct Fp4Rows {
   static constexpr int kUnit = 64, kAccs = 2, kGemvRows = 2;
   static int act_floats(int K) { return (K + 63) / 64 * 64; }
   static int panel_len(int K) { return act_floats(K); }
+  // where unit u of row n starts (the decode step prefetches ahead by it)
+  static size_t unit_offset(int K, int n, int u) {
+    return kMx ? (size_t(n) * size_t(K / 32) + size_t(2 * u)) * 17
+               : (size_t(n) * size_t(K) + size_t(u) * 64) / 2;
+  }
   static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
     const Src c(w, ws, K, n, u);
     V::dec_e2m1_pair(c.p, c.pair, c.t0, c.t1, out);
@@ -134,18 +143,46 @@ struct Fp4Rows {
  private:
   // unit u of row n: its bytes, whether its second block exists, the blocks' scaled tables
   struct Src {
+    alignas(32) uint8_t pairs[kMx ? 32 : 1];  // kMx: the unit as the release's pair bytes
     const uint8_t *p, *t0, *t1;
     bool pair;
     Src(const uint8_t* w, const uint8_t* ws, int K, int n, int u) {
       const int nb = K / 32, b = 2 * u;
-      const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
       pair = b + 1 < nb;
-      p = w + size_t(n) * size_t(K / 2) + size_t(u) * 32;
-      t0 = kE2m1.t[sc[0]];
-      t1 = kE2m1.t[pair ? sc[1] : 0];
+      if constexpr (kMx) {
+        const uint8_t* blk = w + unit_offset(K, n, u);
+        mx_pairs(blk, pair, pairs);
+        p = pairs;
+        t0 = kE2m1.t[blk[0]];
+        t1 = kE2m1.t[pair ? blk[17] : 0];
+      } else {
+        const uint8_t* sc = ws + size_t(n) * size_t(nb) + size_t(b);
+        p = w + unit_offset(K, n, u);
+        t0 = kE2m1.t[sc[0]];
+        t1 = kE2m1.t[pair ? sc[1] : 0];
+      }
     }
+    Src(const Src&) = delete;  // p may point into the object itself
   };
+  // One or two MXFP4 blocks -> the release's 16 pair bytes each (byte j: element 2j in the low
+  // nibble, 2j + 1 in the high one): the nibbles of each half as bytes, pairs joined by a
+  // multiply-add (lo + 16 hi), the halves packed back to bytes. AVX2 (every fast table has it).
+  static void mx_pairs(const uint8_t* blk, bool pair, uint8_t* out) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 1));
+    const __m128i b1 =
+        pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18)) : _mm_setzero_si128();
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1);
+    const __m256i nib = _mm256_set1_epi8(0x0F), join = _mm256_set1_epi16(0x1001);
+    const __m256i first = _mm256_maddubs_epi16(_mm256_and_si256(q, nib), join);  // elements 0-15
+    const __m256i second =
+        _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), nib), join);  // 16-31
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm256_packus_epi16(first, second));
+  }
 };
+template <class R>
+constexpr bool kIsFp4Rows = false;
+template <class V, bool kMx>
+constexpr bool kIsFp4Rows<Fp4Rows<V, kMx>> = true;
 
 // kFP8W: FP8 storage in a bf16-weight product (no act_quant): Fp8Rows' exact decode, plain
 // activation rows. (Exact w * s equals the reference's bf16 copy for any scale above 2^-124.)
@@ -330,14 +367,14 @@ void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n
   for (int u = 0; u < Rows::panel_len(K) / Rows::kUnit; ++u) {
     const float* xu = x + u * Rows::kUnit;
     CEDAR_UNROLL for (int r = 0; r < R; ++r) {
-      if constexpr (std::is_same_v<Rows, Fp4Rows<V>>) {
+      if constexpr (kIsFp4Rows<Rows>) {
         static_assert(NA == 2);
         // (the empty asm hides that every row reads the same x: hoisted into registers, the
         // eight x vectors push the accumulators out to the stack)
         const float* xr = xu;
         asm("" : "+r"(xr));
         // (four tiles ahead: a two-row FP4 tile is only 0.5-1 KiB, less than a DRAM latency)
-        prefetch_next_tile(w + (size_t(n + r + 4 * R) * size_t(K) + size_t(u) * 64) / 2);
+        prefetch_next_tile(w + Rows::unit_offset(K, n + r + 4 * R, u));
         Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
       } else {
         static_assert(
@@ -527,6 +564,11 @@ GemmKernels fp8_family() {
 template <class V>
 GemmKernels fp4_family() {
   return {Fp4Rows<V>::act_floats, prepare_fp4<V>, gemm<V, Fp4Rows<V>, true>, 4};
+}
+// FP4 weights stored as ggml MXFP4 blocks: the FP4 family's activations and arithmetic
+template <class V>
+GemmKernels mxfp4_family() {
+  return {Fp4Rows<V>::act_floats, prepare_fp4<V>, gemm<V, Fp4Rows<V, true>, true>, 4};
 }
 template <class V>
 GemmKernels bf16_family() {

@@ -104,6 +104,41 @@ struct DpFp4 {
     }
   };
 };
+// FP4 weights stored as ggml MXFP4 blocks: DpFp4's words, scales and arithmetic (so its bits),
+// read from the blocks, which hold the scale codes too (the `ws` the kernel gets is ignored).
+struct DpMxfp4 {
+  using Dec = Mxfp4Dec;
+  static constexpr bool kScaled = true, kScalesInBlocks = true;
+  static constexpr int kPrefetch = 4096, kGemvRows = 8;
+  static size_t row_bytes(int K) { return size_t(K / 32) * 17; }
+  static __m512 scales(const uint8_t* w, int K, int n, int u) {
+    return Dec::scales_at(w + size_t(n) * row_bytes(K) + size_t(u) * Dec::kBytes,
+                          std::min(4, K / 32 - 4 * u));
+  }
+  struct RowScales {
+    const uint8_t* w;
+    int K;
+    const uint8_t* cur = nullptr;  // the current row
+    RowScales(const uint8_t* w_, int K_) : w(w_), K(K_) {}
+    void row(int n) { cur = w + size_t(n) * row_bytes(K); }
+    template <class Whole>
+    __m512 unit(int u, Whole) const {
+      const uint8_t* p = cur + size_t(u) * Dec::kBytes;
+      if constexpr (Whole::value)
+        return Dec::scales4_at(p);
+      else
+        return Dec::scales_at(p, std::min(4, K / 32 - 4 * u));
+    }
+  };
+};
+// where a format's scale codes are: the scale tensor, or (kScalesInBlocks) the weight's blocks
+template <class F>
+const uint8_t* scale_source(const uint8_t* w, const uint8_t* ws) {
+  if constexpr (requires { F::kScalesInBlocks; })
+    return F::kScalesInBlocks ? w : ws;
+  else
+    return ws;
+}
 struct DpBf16 {
   using Dec = Bf16Dec;
   static constexpr bool kScaled = false;
@@ -442,6 +477,7 @@ void gemm_dp(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws
              float* out, int ldo) {
   const auto& dec = decoder<F>();
   const int lda = dp_act_floats<F>(K);
+  ws = scale_source<F>(w, ws);
   if (M <= F::kGemvRows) {
     gemv_rows<F, kRound, F::kGemvRows>(dec, act, lda, M, K, w, ws, n0, n1, out, ldo);
     return;
@@ -464,6 +500,10 @@ GemmKernels fp8_family_dp() {
 }
 GemmKernels fp4_family_dp() {
   return {dp_act_floats<DpFp4>, prepare_dp<DpFp4, true>, gemm_dp<DpFp4, true>, 4};
+}
+// DpFp4's activations, DpMxfp4's weights
+GemmKernels mxfp4_family_dp() {
+  return {dp_act_floats<DpFp4>, prepare_dp<DpFp4, true>, gemm_dp<DpMxfp4, true>, 4};
 }
 GemmKernels bf16_family_dp() {
   return {dp_act_floats<DpBf16>, prepare_dp<DpBf16, false>, gemm_dp<DpBf16, false>, 4};

@@ -97,9 +97,42 @@ void fp8_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* w
   }
 }
 
-CEDAR_MULTIVERSION
-void fp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
-              float* out, int ldo) {
+namespace {
+
+// Where an FP4 weight's 32-block k of row n is: its E2M1 values decoded into wrow, its UE8M0
+// scale code returned. The release's layout: packed pairs [N, K/2] (element 2i in the low nibble
+// of byte i) and scales [N, K/32].
+struct Fp4Pairs {
+  static uint8_t block(const Luts& L, const uint8_t* w, const uint8_t* ws, int K, int n, int k,
+                       float* wrow) {
+    const uint8_t* wr = w + size_t(n) * size_t(K / 2) + size_t(k) * 16;
+    for (int i = 0; i < 16; ++i) {
+      wrow[2 * i] = L.e2m1_lo[wr[i]];
+      wrow[2 * i + 1] = L.e2m1_hi[wr[i]];
+    }
+    return ws[size_t(n) * size_t(K / 32) + size_t(k)];
+  }
+};
+// ggml's MXFP4 blocks (WeightFormat::kMXFP4): 17 bytes per 32-block, the scale code first, then
+// element i < 16 in the low nibble of byte i, i + 16 in its high nibble
+struct Fp4Mxfp4 {
+  static uint8_t block(const Luts& L, const uint8_t* w, const uint8_t*, int K, int n, int k,
+                       float* wrow) {
+    const uint8_t* b = w + (size_t(n) * size_t(K / 32) + size_t(k)) * 17;
+    for (int i = 0; i < 16; ++i) {
+      wrow[i] = L.e2m1_lo[b[1 + i]];
+      wrow[16 + i] = L.e2m1_hi[b[1 + i]];
+    }
+    return b[0];
+  }
+};
+
+// ref: kernel.py fp4_gemm, for either layout (the same values, so the same bits). Inlined into
+// the multiversioned entry points below (clang does not clone templates).
+template <class Layout>
+inline __attribute__((always_inline)) void fp4_rows(const float* act, int M, int K,
+                                                    const uint8_t* w, const uint8_t* ws, int n0,
+                                                    int n1, float* out, int ldo) {
   const Luts& L = luts();
   const int kb = K / 32;
   const size_t ld = size_t(act_floats_quant(K));
@@ -108,16 +141,9 @@ void fp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* w
   for (int m0 = 0; m0 < M; m0 += kRowBlock) {
     const int mb = M - m0 < kRowBlock ? M - m0 : kRowBlock;
     for (int n = n0; n < n1; ++n) {
-      const uint8_t* wr = w + size_t(n) * size_t(K / 2);
-      const uint8_t* sr = ws + size_t(n) * size_t(kb);
       for (int m = 0; m < mb; ++m) acc[m] = 0.0f;
       for (int k = 0; k < kb; ++k) {
-        for (int i = 0; i < 16; ++i) {
-          const uint8_t byte = wr[k * 16 + i];
-          wrow[2 * i] = L.e2m1_lo[byte];
-          wrow[2 * i + 1] = L.e2m1_hi[byte];
-        }
-        const float sw = L.ue8m0[sr[k]];
+        const float sw = L.ue8m0[Layout::block(L, w, ws, K, n, k, wrow)];
         for (int m = 0; m < mb; ++m) {
           const float* xr = act + size_t(m0 + m) * ld;
           const float p = block_dot32(xr + k * 32, wrow);
@@ -128,6 +154,19 @@ void fp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* w
         out[size_t(m0 + m) * size_t(ldo) + size_t(n - n0)] = round_bf16(acc[m]);
     }
   }
+}
+
+}  // namespace
+
+CEDAR_MULTIVERSION
+void fp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+              float* out, int ldo) {
+  fp4_rows<Fp4Pairs>(act, M, K, w, ws, n0, n1, out, ldo);
+}
+CEDAR_MULTIVERSION
+void mxfp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+                float* out, int ldo) {
+  fp4_rows<Fp4Mxfp4>(act, M, K, w, ws, n0, n1, out, ldo);
 }
 
 CEDAR_MULTIVERSION

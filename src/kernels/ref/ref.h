@@ -35,6 +35,9 @@ void fp8_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* w
               float* out, int ldo);
 void fp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
               float* out, int ldo);
+// fp4_gemm over ggml MXFP4 blocks (WeightFormat::kMXFP4; ws unused: the scales are in the blocks)
+void mxfp4_gemm(const float* act, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+                float* out, int ldo);
 void gemm_bf16w(const float* x, int M, int K, const uint8_t* w, const uint8_t* unused, int n0,
                 int n1, float* out, int ldo);
 void gemm_f32w(const float* x, int M, int K, const uint8_t* w, const uint8_t* unused, int n0,

@@ -31,8 +31,9 @@ const KernelTable& table() {
         swiglu,
         topk,
     };
-    for (int f = int(WeightFormat::kQ8_0); f < kWeightFormats; ++f)
+    for (int f = int(WeightFormat::kQ8_0); f < int(WeightFormat::kMXFP4); ++f)
       k.gemm[f] = block_family(WeightFormat(f));
+    k.gemm[int(WeightFormat::kMXFP4)] = {act_floats_quant, prepare_quant, mxfp4_gemm, 1};
     return k;
   }();
   return t;

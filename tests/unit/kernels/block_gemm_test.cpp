@@ -1,4 +1,4 @@
-// The GEMM families over GGUF block weights (WeightFormat kQ8_0 .. kQ6_K; docs/NUMERICS.md "GGUF
+// The GEMM families over GGUF block weights (WeightFormat kQ8_0 .. kMXFP4; docs/NUMERICS.md "GGUF
 // weights in place") in every kernel table this CPU runs. The reference family against the exact
 // product of the act_quant values and the weight values decoded by the format's definition: within
 // its roundings (per 32-block and per accumulation in fp32, then bf16). Every fast table within
@@ -48,6 +48,7 @@ const std::vector<Format>& formats() {
       {WeightFormat::kIQ2_XXS, "IQ2_XXS", 256, 66, {0}, decode<ggml::kIQ2_XXS>},
       {WeightFormat::kIQ1_S, "IQ1_S", 256, 50, {0}, decode<ggml::kIQ1_S>},
       {WeightFormat::kIQ1_M, "IQ1_M", 256, 56, {}, decode<ggml::kIQ1_M>},  // d: set below
+      {WeightFormat::kMXFP4, "MXFP4", 32, 17, {}, decode<ggml::kMXFP4>},   // scale: set below
   };
   return f;
 }
@@ -76,6 +77,8 @@ Weight make_weight(const Format& fm, int N, int K, unsigned seed) {
       for (int j = 0; j < 4; ++j)
         sc[2 * j + 1] = uint8_t((sc[2 * j + 1] & 0x0f) | (((h >> (4 * j)) & 15) << 4));
     }
+  if (fm.f == WeightFormat::kMXFP4)  // UE8M0 scales 2^-7..2^-4
+    for (int i = 0; i < nb; ++i) t.w[size_t(i) * fm.bytes] = uint8_t(120 + rng() % 4);
   t.value.resize(size_t(N) * K);
   for (int i = 0; i < nb; ++i)
     fm.decode(t.w.data() + size_t(i) * fm.bytes, t.value.data() + size_t(i) * fm.elems);
@@ -186,6 +189,53 @@ TEST_P(BlockGemm, BatchInvariant) {
         for (int n = 0; n < N; ++n)
           ASSERT_EQ(part[size_t(m) * N + n], all[size_t(m + 2) * N + n])
               << k.name << " " << fm.name << " batch of " << rows << ", m=" << m << " n=" << n;
+    }
+  }
+}
+
+// MXFP4 blocks are the release's FP4 codes and scales in another layout: every table's MXFP4
+// family gives its FP4 family's results bit for bit (one-row decode steps, a few rows, panels;
+// rows of whole and of partial four-block units).
+TEST_P(BlockGemm, Mxfp4IsFp4BitForBit) {
+  const KernelTable& k = *GetParam();
+  for (int K : {1024, 2304, 96, 32}) {
+    const int N = 37, nb = K / 32;
+    std::mt19937 rng{unsigned(K)};
+    // release layout: pairs [N, K/2] (element 2j low nibble), UE8M0 scales [N, K/32] (some
+    // extreme: 2^-127 and 2^127)
+    std::vector<uint8_t> pairs(size_t(N) * size_t(K / 2)), scales(size_t(N) * size_t(nb));
+    for (auto& b : pairs) b = uint8_t(rng());
+    for (auto& c : scales) c = uint8_t(rng() % 50 == 0 ? (rng() % 2 ? 0 : 254) : 110 + rng() % 20);
+    // the same codes as ggml blocks, written here element by element
+    std::vector<uint8_t> mx(size_t(N) * size_t(nb) * 17);
+    for (int n = 0; n < N; ++n)
+      for (int b = 0; b < nb; ++b) {
+        uint8_t* blk = mx.data() + (size_t(n) * nb + b) * 17;
+        blk[0] = scales[size_t(n) * nb + b];
+        for (int e = 0; e < 32; ++e) {
+          const uint8_t byte = pairs[size_t(n) * (K / 2) + size_t(b) * 16 + e / 2];
+          const uint8_t code = e % 2 ? byte >> 4 : byte & 15;
+          blk[1 + e % 16] |= uint8_t(e < 16 ? code : code << 4);
+        }
+      }
+    for (int M : {1, 2, 5, 9, 20}) {
+      const auto x = bf16_normal(size_t(M) * K, unsigned(M + K), 1.5f);
+      auto product = [&](WeightFormat f, const uint8_t* w, const uint8_t* ws, int n0, int n1) {
+        const GemmKernels& g = k.gemm[int(f)];
+        std::vector<float> act(size_t(M) * size_t(g.act_floats(K)));
+        g.prepare(x.data(), M, K, act.data());
+        std::vector<float> y(size_t(M) * size_t(n1 - n0), -7.0f);
+        g.gemm(act.data(), M, K, w, ws, n0, n1, y.data(), n1 - n0);
+        return y;
+      };
+      for (auto [n0, n1] : {std::pair{0, N}, std::pair{4, 19}}) {
+        const auto a = product(WeightFormat::kFP4, pairs.data(), scales.data(), n0, n1);
+        const auto b = product(WeightFormat::kMXFP4, mx.data(), nullptr, n0, n1);
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_TRUE(a[i] != -7.0f && std::memcmp(&a[i], &b[i], 4) == 0)
+              << k.name << " K=" << K << " M=" << M << " output " << i << ": " << a[i] << " vs "
+              << b[i];
+      }
     }
   }
 }

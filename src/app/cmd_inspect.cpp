@@ -106,7 +106,8 @@ int cmd_inspect(int argc, char** argv) {
   }
   if (args.has("model") == args.has("config"))
     throw std::runtime_error("give exactly one of --model DIR or --config FILE");
-  if (args.has("model") && gguf::is_gguf_file(args.get("model")))
+  // (--plan: the memory plan of any model, a GGUF file's included, below)
+  if (args.has("model") && gguf::is_gguf_file(args.get("model")) && !args.has("plan"))
     return inspect_gguf(args.get("model"), args.has("json"), args.get("tensor", ""),
                         args.get("out", ""));
   if (args.has("tensor")) throw std::runtime_error("--tensor reads a GGUF file (--model F.gguf)");
@@ -130,7 +131,8 @@ int cmd_inspect(int argc, char** argv) {
     cfg = ModelConfig::from_file(source);  // parses and validates
   }
   if (args.has("plan")) {
-    if (!ck) throw std::runtime_error("--plan needs --model DIR (it reads the tensor sizes)");
+    if (!ck)
+      throw std::runtime_error("--plan needs --model DIR or FILE.gguf (it reads the tensor sizes)");
     const long long parallel = args.get_int("parallel", 1), ctx = args.get_int("ctx", 0);
     const long long cache = args.get_int("cache-ram", 0);
     if (parallel < 1 || parallel > (1 << 20) || ctx < 0 || cache < 0)

@@ -23,8 +23,13 @@ struct Piece {
   size_t n;
 };
 
-// The weight (and scale) tensors of one bound projection, as the checkpoint holds them.
+// The weight (and scale) tensors of one bound projection, as the checkpoint holds them: a GGUF
+// block weight (its scales inside its blocks) or a release tensor and its scale.
 void pieces_of(const Checkpoint& ck, const Linear& L, int proj, std::vector<Piece>& out) {
+  if (const Checkpoint::BlockWeight* b = ck.block_weight(L.name + ".weight")) {
+    out.push_back({2 * proj, L.w, b->data == L.w ? b->nbytes : 0});
+    return;
+  }
   const std::string wn = ck.has(L.name + ".weight") ? L.name + ".weight" : L.name;
   const TensorView& w = ck.get(wn);
   out.push_back({2 * proj, L.w, w.data == L.w ? w.nbytes : 0});

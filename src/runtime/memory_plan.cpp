@@ -58,16 +58,22 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   p.ctx = r.ctx > 0 ? r.ctx : cfg.max_position_embeddings;
   // bytes per routed expert: a slot places each run at its page residue (+4 KiB per tensor)
   std::map<std::string, int64_t> experts;
-  auto count = [&](const std::string& name, int64_t bytes) {
+  // Streaming reads a tensor's bytes from its file: one that a GGUF load re-encoded into memory
+  // (dialect A's Engram tables, experts of a type without a kernel family, --gguf-requant) stays
+  // resident with the dense weights.
+  auto count = [&](const std::string& name, int64_t bytes, bool in_file) {
     p.checkpoint += bytes;
+    if (!in_file) return;
     if (is_engram_table(name)) p.engram_tables += bytes;
     const std::string e = routed_expert_of(name);
     if (e.empty()) return;
     p.routed_experts += bytes;
     experts[e] += bytes + 4096;
   };
-  for (const auto& [name, t] : ck.tensors()) count(name, int64_t(t.nbytes));
-  for (const auto& [name, b] : ck.block_weights()) count(name, int64_t(b.nbytes));  // GGUF blocks
+  for (const auto& [name, t] : ck.tensors())
+    count(name, int64_t(t.nbytes), ck.locate(t.data, t.nbytes).has_value());
+  for (const auto& [name, b] : ck.block_weights())  // GGUF blocks: always in the file
+    count(name, int64_t(b.nbytes), true);
   p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)
@@ -95,12 +101,6 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
     return p;
   }
   if (p.budget > 0) fit_budget(p);
-  if (p.refusal.empty() && (p.streamed || p.engram_streamed) &&
-      ck.format() == Checkpoint::Format::kGguf)
-    p.refusal = ck.path() +
-                ": --mem-budget below the weights: streaming experts or Engram rows from a GGUF "
-                "file is not supported yet (cedar re-encodes them in memory at load); use the "
-                "safetensors form";
   return p;
 }
 

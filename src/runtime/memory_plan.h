@@ -1,7 +1,8 @@
 // MemoryPlan: what a run keeps in RAM, computed at start-up from the checkpoint and the serving
 // shape before any weight is read (issue "Beyond RAM"; docs/MEMORY.md). Without a budget
 // everything is mapped and the page cache decides. With --mem-budget the plan must fit in it:
-// the dense weights (everything but the routed experts and the Engram tables) stay mapped, the
+// the dense weights (everything but the routed experts and the Engram tables, plus whatever a
+// GGUF load re-encoded into memory: it cannot be read back from the file) stay resident, the
 // KV state of every slot is reserved for the full context (as llama.cpp reserves n_ctx) unless
 // a smaller pool shared by the slots is asked for (--kv-ram: the server then admits a request
 // only while its KV fits, runtime/kv_pool.h), the prefix cache's RAM and the workspaces are
@@ -34,9 +35,9 @@ struct MemoryPlan {
   int parallel = 1;
   int64_t ctx = 0;
   int64_t checkpoint = 0;      // bytes of every tensor
-  int64_t routed_experts = 0;  // ... of the routed experts (backbone and DSpark stages)
-  int64_t engram_tables = 0;   // ... of the Engram tables (codes and scales)
-  int64_t dense = 0;           // the rest: always mapped
+  int64_t routed_experts = 0;  // ... of the routed experts (backbone and DSpark stages) in files
+  int64_t engram_tables = 0;   // ... of the Engram tables (codes and scales) in files
+  int64_t dense = 0;           // the rest: always mapped (or in memory)
   int64_t expert_slot = 0;     // the largest routed expert (one cache slot, rounded)
   int min_expert_slots = 0;    // experts one token selects in one layer (the least a pass needs)
   int64_t kv_per_sequence =

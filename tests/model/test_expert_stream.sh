@@ -6,7 +6,8 @@
 # pass's experts / rows and larger; the DSpark draft too. `cedar run` under
 # a --mem-budget that streams the experts prints the same greedy text; a plan that cannot fit is
 # refused with a message naming memory; inside a memory cgroup far smaller than the checkpoint a
-# run completes with the same text (where this machine lets the test make a cgroup).
+# run completes with the same text (where this machine lets the test make a cgroup). GGUF files
+# stream their in-place experts and ds4's native Engram rows the same way.
 source "$(dirname "$0")/lib.sh"
 
 same_file() { cmp -s "$1" "$2" || { echo "  $1 and $2 differ"; return 1; }; }
@@ -83,6 +84,43 @@ if "$CEDAR_BIN" run -m "$M" --raw -p "$P" --mem-budget 12Q >"$WORK/out.txt" 2>&1
 else
   check "a malformed --mem-budget is named" grep -q "mem-budget must be a size" "$WORK/out.txt"
 fi
+
+# GGUF files: routed experts computed in place (merged MXFP4 tensors) stream from the file like
+# the directory's; ds4's native Engram rows too; dialect A's Engram tables, re-encoded into memory
+# at load, cannot be read back from the file: the plan counts them as resident, not streamable
+G="$WORK/small.gguf"
+"$CEDAR_BIN" convert --from "$M" --to "$G" >/dev/null
+"$CEDAR_BIN" convert --from "$M" --to "$WORK/ds4.gguf" --dialect ds4 >/dev/null
+head_ids "$WORK/ids.txt" 48 "$WORK/ids48.txt"
+for k in ref auto; do
+  "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids48.txt" --kernels $k -o "$WORK/mapped.npy" 2>/dev/null
+  for split in "" "--decode"; do
+    # shellcheck disable=SC2086
+    "$CEDAR_BIN" logits -m "$G" --ids-file "$WORK/ids48.txt" --kernels $k $split --expert-slots 2 \
+      -o "$WORK/g.npy" 2>"$WORK/err.txt"
+    check "gguf: experts streamed, $k $split" same_file "$WORK/mapped.npy" "$WORK/g.npy"
+    # shellcheck disable=SC2086
+    "$CEDAR_BIN" logits -m "$WORK/ds4.gguf" --ids-file "$WORK/ids48.txt" --kernels $k $split \
+      --expert-slots 3 --engram-cache 1 -o "$WORK/g.npy" 2>"$WORK/err_ds4.txt"
+    check "ds4 gguf: experts and Engram rows streamed, $k $split" same_file "$WORK/mapped.npy" "$WORK/g.npy"
+  done
+done
+check "gguf: the expert cache read from the file" grep -q "MiB read in" "$WORK/err.txt"
+check "ds4 gguf: the Engram store read rows" grep -q "Engram store: [1-9][0-9]* row lookups" \
+  "$WORK/err_ds4.txt"
+gplan() { "$CEDAR_BIN" inspect -m "$G" --plan --json --ctx 2048 "$@"; }
+gplan >"$WORK/gplan.json"
+check "gguf plan: dialect A's Engram tables resident, the experts in the file" "$PY" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+sys.exit(0 if p['engram_tables'] == 0 and p['routed_experts'] > 0 else 1)" "$WORK/gplan.json"
+gbudget=$("$PY" -c "import json,sys; p=json.load(open(sys.argv[1]))
+print(p['dense'] + p['kv'] + p['workspace'] + 3 * p['min_expert_slots'] * p['expert_slot'])" "$WORK/gplan.json")
+"$CEDAR_BIN" run -m "$G" --raw -p "$P" -n 24 --temp 0 -c 2048 --mem-budget "$gbudget" \
+  >"$WORK/run_gguf.txt" 2>"$WORK/run_err.txt"
+check "gguf run --mem-budget: the directory's greedy text" same_file "$WORK/run_mapped.txt" \
+  "$WORK/run_gguf.txt"
+check "gguf run --mem-budget says it streams" grep -q "streamed from storage" "$WORK/run_err.txt"
 
 # a memory cgroup of 40% of the checkpoint (cgroup v1 or v2, where this user may make one)
 ck_bytes=$(du -b "$M/model.safetensors" | cut -f1)

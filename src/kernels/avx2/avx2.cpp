@@ -2,7 +2,7 @@
 // translation unit is the only one compiled with the avx2 flags (cmake/CedarIsa.cmake); the
 // entries without a fast version yet are the reference kernels.
 #include "kernels/fast/gemm.h"
-#include "kernels/fast/gemm_blocks.h"
+#include "kernels/fast/gemm_blocks_fused.h"
 #include "kernels/fast/ops_table.h"
 #include "kernels/fast/quant.h"
 #include "kernels/fast/tables.h"
@@ -23,7 +23,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family<G>();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family();
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family<G>();
-    fast::fill_block_families<G>(k);
+    fast::fill_block_families_fused<G>(k);
     fast::fill_ops(k);
     return k;
   }();

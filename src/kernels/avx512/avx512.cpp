@@ -3,7 +3,7 @@
 // entries without a fast version yet are the reference kernels.
 #include "kernels/fast/gemm.h"
 #include "kernels/fast/gemm_blocks.h"
-#include "kernels/fast/gemm_blocks16.h"
+#include "kernels/fast/gemm_blocks_fused.h"
 #include "kernels/fast/ops_table.h"
 #include "kernels/fast/quant.h"
 #include "kernels/fast/tables.h"
@@ -24,7 +24,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family<G>();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family();
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family<G>();
-    fast::fill_block_families16(k);
+    fast::fill_block_families_fused<G>(k);
     fast::fill_ops(k);
     return k;
   }();

@@ -11,13 +11,16 @@
 // at the end, then V::hsum's fixed tree and bf16 rounding. The same operations whatever M and the
 // column range, so results are batch-invariant; they differ from the reference (per 32-block
 // sums rounded once) only in the order and rounding of the sums.
-// The block decoders are eight-lane AVX2 versions of the scalar definitions (the same values).
+// The block decoders are eight-lane AVX2 versions of the scalar definitions (the same values). Up
+// to four rows, the avx2 and avx512 tables run the fused decode step instead
+// (gemm_blocks_fused.h: the same decoders, the same FMAs in the same order, no L1 chunk).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/fast/block_dec.h"
 #include "kernels/fast/gemm.h"
 #include "kernels/fast/quant.h"
 #include "kernels/fast/vmath.h"
@@ -26,8 +29,6 @@
 
 namespace cedar::kernels::fast {
 namespace {
-
-inline float f16c_half(uint16_t h) { return _cvtsh_ss(h); }
 
 int act_floats_blocks(int K) { return K; }
 
@@ -44,124 +45,12 @@ void prepare_blocks(const float* x, int rows, int K, float* act) {
 }
 
 // Vector decoders (AVX2 + F16C, which every fast table has): the same values as the scalar
-// definitions in ggml_blocks.h, eight at a time. Every value is d x small integers (exact) or one
+// definitions in ggml_blocks.h, eight at a time -- fast/block_dec.h for Q8_0, Q4_0 and the
+// K-quants, the IQ grids here. Every value is d x small integers (exact) or one
 // product/difference of exact terms, so the instruction order cannot change a bit (an FMA of an
 // exact product rounds once, as the scalar subtraction does).
 
-// eight bytes as eight int32 lanes
-inline __m256i u8x8i(const uint8_t* p) {
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
 inline __m256 to_ps(__m256i v) { return _mm256_cvtepi32_ps(v); }
-
-inline void dec_q8_0(const uint8_t* b, float* y) {
-  const __m256 d = _mm256_set1_ps(f16c_half(ggml::u16_at(b)));
-  for (int i = 0; i < 4; ++i) {
-    const __m256i q =
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * i)));
-    _mm256_store_ps(y + 8 * i, _mm256_mul_ps(d, to_ps(q)));
-  }
-}
-
-inline void dec_q4_0(const uint8_t* b, float* y) {
-  const __m256i m15 = _mm256_set1_epi32(15);
-  const __m256 d = _mm256_set1_ps(f16c_half(ggml::u16_at(b)));
-  const __m256i eight = _mm256_set1_epi32(8);
-  for (int i = 0; i < 2; ++i) {
-    const __m256i q = u8x8i(b + 2 + 8 * i);
-    _mm256_store_ps(y + 8 * i,
-                    _mm256_mul_ps(d, to_ps(_mm256_sub_epi32(_mm256_and_si256(q, m15), eight))));
-    _mm256_store_ps(y + 16 + 8 * i,
-                    _mm256_mul_ps(d, to_ps(_mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight))));
-  }
-}
-
-inline void dec_q2_k(const uint8_t* b, float* y) {
-  const __m256i m3 = _mm256_set1_epi32(3);
-  const float d = f16c_half(ggml::u16_at(b + 80)), dmin = f16c_half(ggml::u16_at(b + 82));
-  for (int h = 0; h < 2; ++h)
-    for (int p = 0; p < 4; ++p)
-      for (int hf = 0; hf < 2; ++hf) {
-        const uint8_t s = b[8 * h + 2 * p + hf];
-        const __m256 dl = _mm256_set1_ps(d * float(s & 15)),
-                     ml = _mm256_set1_ps(dmin * float(s >> 4));
-        for (int i = 0; i < 2; ++i) {
-          const __m256i q = u8x8i(b + 16 + 32 * h + 16 * hf + 8 * i);
-          const __m256 v = to_ps(_mm256_and_si256(_mm256_srli_epi32(q, 2 * p), m3));
-          _mm256_store_ps(y + 128 * h + 32 * p + 16 * hf + 8 * i, _mm256_fmsub_ps(dl, v, ml));
-        }
-      }
-}
-
-inline void dec_q3_k(const uint8_t* b, float* y) {
-  const __m256i m3 = _mm256_set1_epi32(3);
-  const uint8_t* s = b + 96;
-  const float d = f16c_half(ggml::u16_at(b + 108));
-  const __m256i one = _mm256_set1_epi32(1);
-  for (int h = 0; h < 2; ++h)
-    for (int p = 0; p < 4; ++p)
-      for (int hf = 0; hf < 2; ++hf) {
-        const __m256 dl = _mm256_set1_ps(d * float(ggml::q3_k_scale(s, 8 * h + 2 * p + hf)));
-        for (int c = 0; c < 2; ++c) {
-          const int k = 16 * hf + 8 * c;
-          const __m256i q2 =
-              _mm256_and_si256(_mm256_srli_epi32(u8x8i(b + 32 + 32 * h + k), 2 * p), m3);
-          const __m256i hi = _mm256_and_si256(_mm256_srli_epi32(u8x8i(b + k), 4 * h + p), one);
-          // q2 - (hi ? 0 : 4) = q2 - 4 * (1 - hi)
-          const __m256i q = _mm256_sub_epi32(q2, _mm256_slli_epi32(_mm256_xor_si256(hi, one), 2));
-          _mm256_store_ps(y + 128 * h + 32 * p + k, _mm256_mul_ps(dl, to_ps(q)));
-        }
-      }
-}
-
-template <bool kFive>
-void dec_q45_k(const uint8_t* b, float* y) {
-  const __m256i m15 = _mm256_set1_epi32(15);
-  const float d = f16c_half(ggml::u16_at(b)), dmin = f16c_half(ggml::u16_at(b + 2));
-  const uint8_t* qs = b + (kFive ? 48 : 16);
-  const __m256i one = _mm256_set1_epi32(1);
-  for (int c = 0; c < 4; ++c)
-    for (int hf = 0; hf < 2; ++hf) {
-      int sc, m;
-      ggml::k_scale_min(b + 4, 2 * c + hf, &sc, &m);
-      const __m256 dl = _mm256_set1_ps(d * float(sc)), ml = _mm256_set1_ps(dmin * float(m));
-      for (int i = 0; i < 4; ++i) {
-        const __m256i raw = u8x8i(qs + 32 * c + 8 * i);
-        __m256i q = hf ? _mm256_srli_epi32(raw, 4) : _mm256_and_si256(raw, m15);
-        if constexpr (kFive) {
-          const __m256i bit =
-              _mm256_and_si256(_mm256_srli_epi32(u8x8i(b + 16 + 8 * i), 2 * c + hf), one);
-          q = _mm256_add_epi32(q, _mm256_slli_epi32(bit, 4));
-        }
-        _mm256_store_ps(y + 64 * c + 32 * hf + 8 * i, _mm256_fmsub_ps(dl, to_ps(q), ml));
-      }
-    }
-}
-
-inline void dec_q6_k(const uint8_t* b, float* y) {
-  const __m256i m3 = _mm256_set1_epi32(3), m15 = _mm256_set1_epi32(15);
-  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = f16c_half(ggml::u16_at(b + 208));
-  const __m256i thirty_two = _mm256_set1_epi32(32);
-  for (int h = 0; h < 2; ++h)
-    for (int l = 0; l < 32; l += 8) {
-      const int is = l / 16;
-      const uint8_t* L = b + 64 * h;
-      const __m256i H = u8x8i(b + 128 + 32 * h + l), a = u8x8i(L + l), c = u8x8i(L + l + 32);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(a, m15), _mm256_slli_epi32(_mm256_and_si256(H, m3), 4)),
-          _mm256_or_si256(_mm256_and_si256(c, m15),
-                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 2), m3), 4)),
-          _mm256_or_si256(_mm256_srli_epi32(a, 4),
-                          _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(H, 4), m3), 4)),
-          _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_slli_epi32(_mm256_srli_epi32(H, 6), 4))};
-      for (int k = 0; k < 4; ++k) {
-        const __m256 dq = _mm256_set1_ps(d * float(sc[8 * h + is + 2 * k]));
-        _mm256_store_ps(y + 128 * h + l + 32 * k,
-                        _mm256_mul_ps(dq, to_ps(_mm256_sub_epi32(q[k], thirty_two))));
-      }
-    }
-}
 
 // IQ2_XXS: a run's grid entry (8 magnitude bytes) widened to 8 lanes, times the group scale; the
 // lanes whose sign bit is set negated (an exact sign flip, as the scalar's conditional minus)
@@ -202,13 +91,11 @@ inline void dec_iq1_m(const uint8_t* b, float* y) {
 
 template <uint32_t T>
 void decode_block_vec(const uint8_t* b, float* y) {
-  if constexpr (T == ggml::kQ8_0) dec_q8_0(b, y);
-  if constexpr (T == ggml::kQ4_0) dec_q4_0(b, y);
-  if constexpr (T == ggml::kQ2_K) dec_q2_k(b, y);
-  if constexpr (T == ggml::kQ3_K) dec_q3_k(b, y);
-  if constexpr (T == ggml::kQ4_K) dec_q45_k<false>(b, y);
-  if constexpr (T == ggml::kQ5_K) dec_q45_k<true>(b, y);
-  if constexpr (T == ggml::kQ6_K) dec_q6_k(b, y);
+  if constexpr (kHasBlockDec<T>) {
+    using D = BlockDec<V8, T>;
+    const typename D::Header h = D::header(b);
+    for (int v = 0; v < ggml::Block<T>::elems / 8; ++v) _mm256_store_ps(y + 8 * v, D::vec(b, h, v));
+  }
   if constexpr (T == ggml::kIQ2_XXS) dec_iq2_xxs(b, y);
   if constexpr (T == ggml::kIQ1_S) dec_iq1_s(b, y);
   if constexpr (T == ggml::kIQ1_M) dec_iq1_m(b, y);

@@ -122,7 +122,7 @@ IoQueue::Read EngramStore::take_read(size_t slot) {
 void EngramStore::read_done(size_t slot, std::exception_ptr err, int64_t bytes, double seconds) {
   stats_.read_seconds += seconds;
   stats_.bytes_read += bytes;
-  stats_.reads += tables_[size_t(slot_key_[slot] >> 56)].native ? 1 : 2;
+  stats_.reads += reads_per_row(tables_[size_t(slot_key_[slot] >> 56)]);
   slot_error_[slot] = err;
   slot_loading_[slot] = 0;
   --n_loading_;
@@ -206,7 +206,7 @@ void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, 
       --n_loading_;
       stats_.read_seconds += secs;
       stats_.bytes_read += row_bytes();
-      stats_.reads += t.native ? 1 : 2;  // ds4's row: codes and scales in one read
+      stats_.reads += reads_per_row(t);
       if (err) {
         where_.erase(key);
         slot_key_[slot] = -1;

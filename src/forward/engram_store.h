@@ -66,6 +66,8 @@ class EngramStore {
     int64_t rows = 0;
   };
   int row_bytes() const { return hd_ + hd_ / 32; }
+  // preads per row read_row() makes (the stats count them)
+  static int reads_per_row(const Table& t) { return t.native ? 1 : 2; }
   // A slot for `key` by the clock (never one being read); under mu_.
   size_t claim(int64_t key);
   // Reads row `r` of table t into slot `slot`; outside mu_.

@@ -99,8 +99,7 @@ void decode_block_vec(const uint8_t* b, float* y) {
   if constexpr (T == ggml::kIQ2_XXS) dec_iq2_xxs(b, y);
   if constexpr (T == ggml::kIQ1_S) dec_iq1_s(b, y);
   if constexpr (T == ggml::kIQ1_M) dec_iq1_m(b, y);
-  // the scalar definition (MXFP4: instantiated, never used -- its family is the FP4 one)
-  if constexpr (T == ggml::kQ5_0 || T == ggml::kMXFP4) ggml::decode_block<T>(b, y, f16c_half);
+  if constexpr (T == ggml::kQ5_0) ggml::decode_block<T>(b, y, f16c_half);  // the scalar definition
 }
 
 // Rows [m, m + R) of a row block over `len` decoded weight values (a chunk of the row): R rows
@@ -171,8 +170,10 @@ GemmKernels block_family() {
 template <class V>
 void fill_block_families(KernelTable& k) {
   for (int f = int(WeightFormat::kQ8_0); f < int(WeightFormat::kMXFP4); ++f)
-    ggml::with_block_type(ggml_type_of(WeightFormat(f)),
-                          [&](auto T) { k.gemm[f] = block_family<V, decltype(T)::value>(); });
+    ggml::with_block_type(ggml_type_of(WeightFormat(f)), [&](auto t) {
+      constexpr uint32_t T = decltype(t)::value;
+      if constexpr (T != ggml::kMXFP4) k.gemm[f] = block_family<V, T>();
+    });
 }
 
 }  // namespace

@@ -22,9 +22,11 @@ int cmd_convert(int argc, char** argv) {
              {"to", "o", true, "GGUF file to write"},
              {"type", "", true,
               "bf16 (lossless; the default), q8_0 (FP8 weights and the Engram table as Q8_0, "
-              "as llama.cpp's staging file), q4_k (those and the routed experts as Q4_K) or "
-              "q2_k (as Q2_K, the experts' down projections Q3_K) or iq2_xxs (ds4's Q2 recipe: "
-              "the experts' gate/up IQ2_XXS, down Q2_K, the rest of q8_0)"},
+              "as llama.cpp's staging file), q4_k (those and the routed experts as Q4_K), "
+              "q3_k_m (as Q3_K, the experts' down projections Q5_K in layers 0-1 and Q4_K "
+              "after, the head Q6_K), q2_k (as Q2_K, the experts' down projections Q3_K), "
+              "iq2_xxs (ds4's Q2 recipe: the experts' gate/up IQ2_XXS, down Q2_K, the rest of "
+              "q8_0) or iq1_s (the experts' gate/up IQ1_S, down IQ1_M, the rest of q8_0)"},
              {"dialect", "", true,
               "a (the llama.cpp converter's layout; the default) or ds4 (antirez/ds4's: the "
               "config as JSON, native Engram rows, llama.cpp's tokenizer keys only)"},

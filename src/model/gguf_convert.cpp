@@ -13,6 +13,7 @@
 #include "model/gguf_dialect.h"
 #include "model/gguf_encode.h"
 #include "model/gguf_writer.h"
+#include "numerics/bf16.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
 
@@ -97,34 +98,51 @@ void fill_encoded_experts(const Checkpoint& ck, const std::string& prefix, const
 }
 
 // What a tensor is for the type rules of the lossy write types: an FP8-role weight (the Engram
-// table included), or a routed expert's gate/up or down projection.
-enum class Role { kFp8, kGateUp, kDown };
+// table included), a routed expert's gate/up or down projection (of layer `layer`), or the head.
+enum class Role { kFp8, kGateUp, kDown, kHead };
 
 // The GGUF type of a tensor of row width `in` for a write type; 0 (the id of F32, never a lossy
-// choice) when the tensor keeps its lossless form. A K-quant needs rows of whole 256-value
-// blocks: narrower or ragged rows take what llama-quantize falls back to (Q4_K -> Q5_0; Q2_K
-// and Q3_K -> Q4_0, where current llama.cpp writes IQ4_NL, which cedar does not decode).
-uint32_t lossy_type(GgufWriteType type, Role role, int64_t in) {
+// choice) when the tensor keeps its lossless form. K-quants and IQ types need rows of whole
+// 256-value blocks: narrower or ragged rows take what llama-quantize falls back to (Q4_K and Q5_K
+// -> Q5_0, Q6_K -> Q8_0; the 2- and 3-bit types -> Q4_0, where current llama.cpp writes IQ4_NL,
+// which cedar does not decode).
+uint32_t lossy_type(GgufWriteType type, Role role, int64_t in, int layer = 0) {
   uint32_t t = 0;
   switch (type) {
     case GgufWriteType::kBF16:
       return 0;
     case GgufWriteType::kQ8_0:
-      t = role == Role::kFp8 ? gguf::kQ8_0 : gguf::kMXFP4;
+      t = role == Role::kFp8 ? gguf::kQ8_0 : role == Role::kHead ? 0 : gguf::kMXFP4;
       break;
     case GgufWriteType::kQ4_K:
-      t = gguf::kQ4_K;
+      t = role == Role::kHead ? 0 : gguf::kQ4_K;
+      break;
+    case GgufWriteType::kQ3_K_M:  // the spec's inferred recipe of the published Q3_K_M rung
+      t = role == Role::kHead   ? gguf::kQ6_K
+          : role != Role::kDown ? gguf::kQ3_K
+          : layer < 2           ? gguf::kQ5_K
+                                : gguf::kQ4_K;
       break;
     case GgufWriteType::kQ2_K:
-      t = role == Role::kDown ? gguf::kQ3_K : gguf::kQ2_K;
+      t = role == Role::kHead ? 0 : role == Role::kDown ? gguf::kQ3_K : gguf::kQ2_K;
       break;
     case GgufWriteType::kIQ2_XXS:  // ds4's Q2 recipe
-      t = role == Role::kFp8 ? gguf::kQ8_0 : role == Role::kDown ? gguf::kQ2_K : gguf::kIQ2_XXS;
+      t = role == Role::kFp8    ? gguf::kQ8_0
+          : role == Role::kHead ? 0
+          : role == Role::kDown ? gguf::kQ2_K
+                                : gguf::kIQ2_XXS;
+      break;
+    case GgufWriteType::kIQ1_S:  // the IQ1_S-expert files: the rest as ds4's Q2 recipe
+      t = role == Role::kFp8    ? gguf::kQ8_0
+          : role == Role::kHead ? 0
+          : role == Role::kDown ? gguf::kIQ1_M
+                                : gguf::kIQ1_S;
       break;
   }
-  const bool k_quant =
-      t == gguf::kQ2_K || t == gguf::kQ3_K || t == gguf::kQ4_K || t == gguf::kIQ2_XXS;
-  if (k_quant && in % 256 != 0) t = t == gguf::kQ4_K ? gguf::kQ5_0 : gguf::kQ4_0;
+  if (t != 0 && gguf::type_info(t)->block_elems == 256 && in % 256 != 0)
+    t = t == gguf::kQ4_K || t == gguf::kQ5_K ? gguf::kQ5_0
+        : t == gguf::kQ6_K                   ? gguf::kQ8_0
+                                             : gguf::kQ4_0;
   return in % 32 == 0 ? t : 0;
 }
 
@@ -165,9 +183,12 @@ GgufWriteType parse_gguf_write_type(const std::string& name) {
   if (name == "bf16") return GgufWriteType::kBF16;
   if (name == "q8_0") return GgufWriteType::kQ8_0;
   if (name == "q4_k") return GgufWriteType::kQ4_K;
+  if (name == "q3_k_m") return GgufWriteType::kQ3_K_M;
   if (name == "q2_k") return GgufWriteType::kQ2_K;
   if (name == "iq2_xxs") return GgufWriteType::kIQ2_XXS;
-  throw std::runtime_error("--type " + name + ": bf16 (lossless), q8_0, q4_k, q2_k or iq2_xxs");
+  if (name == "iq1_s") return GgufWriteType::kIQ1_S;
+  throw std::runtime_error("--type " + name +
+                           ": bf16 (lossless), q8_0, q4_k, q3_k_m, q2_k, iq2_xxs or iq1_s");
 }
 
 const char* gguf_write_type_description(GgufWriteType type) {
@@ -179,6 +200,10 @@ const char* gguf_write_type_description(GgufWriteType type) {
     case GgufWriteType::kQ4_K:
       return "Q4_K (cedar convert: FP8 weights, the Engram table and the experts as Q4_K; rows "
              "not of whole 256-value blocks as Q5_0)";
+    case GgufWriteType::kQ3_K_M:
+      return "Q3_K_M (cedar convert: FP8 weights, the Engram table and the experts' gate/up as "
+             "Q3_K, their down as Q5_K in layers 0-1 and Q4_K after, the head as Q6_K; rows not "
+             "of whole 256-value blocks as Q4_0 / Q5_0 / Q8_0)";
     case GgufWriteType::kQ2_K:
       return "Q2_K (cedar convert: FP8 weights, the Engram table and the experts' gate/up as "
              "Q2_K, their down as Q3_K; rows not of whole 256-value blocks as Q4_0)";
@@ -186,6 +211,9 @@ const char* gguf_write_type_description(GgufWriteType type) {
       return "IQ2_XXS (cedar convert, ds4's Q2 recipe: the experts' gate/up as IQ2_XXS, their "
              "down as Q2_K, FP8 weights and the Engram table as Q8_0; rows not of whole "
              "256-value blocks as Q4_0)";
+    case GgufWriteType::kIQ1_S:
+      return "IQ1_S (cedar convert: the experts' gate/up as IQ1_S, their down as IQ1_M, FP8 "
+             "weights and the Engram table as Q8_0; rows not of whole 256-value blocks as Q4_0)";
   }
   return "";
 }
@@ -244,6 +272,22 @@ void fill_engram_rows(const TensorView& codes, const TensorView& scales, uint8_t
   }
 }
 
+// A 2-D BF16 or F32 tensor's rows encoded as `type`.
+void encode_rows(const TensorView& v, uint32_t type, uint8_t* dst) {
+  const int64_t in = v.dim(1);
+  const size_t row = size_t(gguf::row_bytes(type, in));
+  std::vector<float> x(static_cast<size_t>(in));
+  for (int64_t r = 0; r < v.dim(0); ++r) {
+    const uint8_t* p = v.row(r);
+    for (int64_t c = 0; c < in; ++c)
+      if (v.dtype == DType::BF16)
+        x[size_t(c)] = bf16_to_f32(uint16_t(p[2 * c] | p[2 * c + 1] << 8));
+      else
+        std::memcpy(&x[size_t(c)], p + 4 * c, 4);
+    gguf::encode_row(type, x.data(), in, dst + size_t(r) * row);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKeys& tk,
@@ -256,7 +300,7 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
   write_model_keys(cfg, tk, opt, w);
   std::vector<std::string> engram_tables;  // ds4 writes them last
 
-  static const std::regex expert_re(R"((layers\.\d+\.ffn\.experts\.)(\d+)\.(w[123])\.weight)");
+  static const std::regex expert_re(R"((layers\.(\d+)\.ffn\.experts\.)(\d+)\.(w[123])\.weight)");
   for (const ExpectedTensor& t : expected_tensors(cfg)) {
     int expert = -1;
     const std::string name = gguf::gguf_tensor_name(t.name, &expert, opt.dialect);
@@ -267,12 +311,13 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
     }
     std::smatch m;
     if (std::regex_match(t.name, m, expert_re)) {
-      if (m[2].str() != "0") continue;  // the merged tensor is written with expert 0
-      const std::string prefix = m[1].str(), proj = m[3].str();
+      if (m[3].str() != "0") continue;  // the merged tensor is written with expert 0
+      const std::string prefix = m[1].str(), proj = m[4].str();
       const TensorView& w0 = ck.get(t.name);
       const int experts = cfg.experts_of(0);
       const uint64_t in = uint64_t(w0.dim(1)) * 2, out = uint64_t(w0.dim(0));
-      uint32_t type = lossy_type(opt.type, proj == "w2" ? Role::kDown : Role::kGateUp, int64_t(in));
+      uint32_t type = lossy_type(opt.type, proj == "w2" ? Role::kDown : Role::kGateUp, int64_t(in),
+                                 std::stoi(m[2].str()));
       if (type == 0) type = gguf::kMXFP4;  // the release's own codes (a row is whole 32-blocks)
       w.add_tensor(name, type, {in, out, uint64_t(experts)},
                    [&ck, prefix, proj, experts, type](uint8_t* dst) {
@@ -307,10 +352,17 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
         break;
       }
       case DType::BF16:
-      case DType::F32:
+      case DType::F32: {
+        const uint32_t type =
+            t.name == "head.weight" ? lossy_type(opt.type, Role::kHead, v.dim(1)) : 0;
+        if (type != 0) {
+          w.add_tensor(name, type, ne, [&v, type](uint8_t* dst) { encode_rows(v, type, dst); });
+          break;
+        }
         w.add_tensor(name, v.dtype == DType::BF16 ? gguf::kBF16 : gguf::kF32, ne,
                      [&v](uint8_t* dst) { std::memcpy(dst, v.data, v.nbytes); });
         break;
+      }
       default:
         throw std::runtime_error("convert: " + t.name + " is " + dtype_name(v.dtype) +
                                  ", which has no lossless GGUF form here");

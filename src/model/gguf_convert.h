@@ -45,8 +45,9 @@ GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
 // kQ8_0: as the llama.cpp converter's staging file (those tensors as Q8_0, lossy); kQ4_K, kQ2_K:
 // the K-quant rungs above
 // kIQ2_XXS: ds4's Q2 recipe (the experts' gate/up IQ2_XXS, down Q2_K, the FP8 roles Q8_0)
-enum class GgufWriteType { kBF16, kQ8_0, kQ4_K, kQ2_K, kIQ2_XXS };
-// "bf16" / "q8_0" / "q4_k" / "q2_k" / "iq2_xxs"; throws naming the value otherwise
+enum class GgufWriteType { kBF16, kQ8_0, kQ4_K, kQ3_K_M, kQ2_K, kIQ2_XXS, kIQ1_S };
+// "bf16" / "q8_0" / "q4_k" / "q3_k_m" / "q2_k" / "iq2_xxs" / "iq1_s"; throws naming the value
+// otherwise
 GgufWriteType parse_gguf_write_type(const std::string& name);
 // general.file_type_name of a file written with the type
 const char* gguf_write_type_description(GgufWriteType type);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "ggml_iq_tables.h"
 #include "model/gguf.h"
@@ -26,10 +27,8 @@ void encode_q8_0_row(const float* x, int64_t n, uint8_t* dst) {
 
 namespace {
 
-void put_f16(uint8_t* p, float v) {
-  const uint16_t h = f32_to_f16(v);
-  std::memcpy(p, &h, 2);
-}
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+void put_f16(uint8_t* p, float v) { put_u16(p, f32_to_f16(v)); }
 
 // The value an fp16 field actually holds (what the decoder multiplies by).
 float f16_rounded(float v) { return f16_to_f32(f32_to_f16(v)); }
@@ -78,6 +77,15 @@ float super_scale(const float* v, int n, int levels, int* codes) {
   const float d = f16_rounded(mx / float(levels));
   for (int j = 0; j < n; ++j) codes[j] = d > 0.0f ? round_clamp(v[j] / d, 0, levels) : 0;
   return d;
+}
+
+// Q4_K's and Q5_K's 12 bytes of eight 6-bit scales and mins, as ggml::k_scale_min reads them
+void pack_k_scales(const int* sc, const int* m, uint8_t* s) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
+    s[j + 4] = uint8_t(m[j] | (m[j + 4] >> 4) << 6);
+    s[j + 8] = uint8_t((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+  }
 }
 
 // ref: ggml-common.h block_q4_0 {d; qs[16]}
@@ -146,27 +154,69 @@ void q3_k_block(const float* x, uint8_t* b) {
   put_f16(b + 108, d);
 }
 
-// ref: ggml-common.h block_q4_K {d; dmin; scales[12]; qs[128]}: eight 32-value sub-blocks with
-// 6-bit scales and mins packed as k_scale_min reads them
-void q4_k_block(const float* x, uint8_t* b) {
+// Q4_K's and Q5_K's head {d; dmin; scales[12]} for eight 32-value sub-blocks of qmax + 1 levels,
+// and the sub-blocks' quants
+void k_scales_and_quants(const float* x, int qmax, uint8_t* b, uint8_t* q) {
   float scale[8], min[8];
-  for (int j = 0; j < 8; ++j) range_of(x + 32 * j, 32, 15, &scale[j], &min[j]);
+  for (int j = 0; j < 8; ++j) range_of(x + 32 * j, 32, qmax, &scale[j], &min[j]);
   int sc[8], m[8];
   const float d = super_scale(scale, 8, 63, sc), dmin = super_scale(min, 8, 63, m);
   put_f16(b, d);
   put_f16(b + 2, dmin);
-  uint8_t* s = b + 4;
-  for (int j = 0; j < 4; ++j) {
-    s[j] = uint8_t(sc[j] | (sc[j + 4] >> 4) << 6);
-    s[j + 4] = uint8_t(m[j] | (m[j + 4] >> 4) << 6);
-    s[j + 8] = uint8_t((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
-  }
-  uint8_t q[256];
+  pack_k_scales(sc, m, b + 4);
   for (int j = 0; j < 8; ++j)
-    asymmetric_quants(x + 32 * j, 32, d * float(sc[j]), dmin * float(m[j]), 15, q + 32 * j);
+    asymmetric_quants(x + 32 * j, 32, d * float(sc[j]), dmin * float(m[j]), qmax, q + 32 * j);
+}
+
+// ref: ggml-common.h block_q4_K {d; dmin; scales[12]; qs[128]}: eight 32-value sub-blocks with
+// 6-bit scales and mins packed as k_scale_min reads them
+void q4_k_block(const float* x, uint8_t* b) {
+  uint8_t q[256];
+  k_scales_and_quants(x, 15, b, q);
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l)
       b[16 + 32 * c + l] = uint8_t(q[64 * c + l] | q[64 * c + 32 + l] << 4);
+}
+
+// ref: ggml-common.h block_q5_K {d; dmin; scales[12]; qh[32]; qs[128]}: Q4_K's sub-blocks and
+// scale packing with 5-bit quants, the fifth bit of value 64c + 32half + l in bit 2c + half of
+// qh[l]
+void q5_k_block(const float* x, uint8_t* b) {
+  uint8_t q[256];
+  k_scales_and_quants(x, 31, b, q);
+  std::memset(b + 16, 0, 32);
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      const int lo = q[64 * c + l], hi = q[64 * c + 32 + l];
+      b[48 + 32 * c + l] = uint8_t((lo & 15) | (hi & 15) << 4);
+      b[16 + l] |= uint8_t((lo >> 4) << (2 * c) | (hi >> 4) << (2 * c + 1));
+    }
+}
+
+// ref: ggml-common.h block_q6_K {ql[128]; qh[64]; scales[16] (int8); d}: sixteen 16-value
+// sub-blocks, value d·sc·(q − 32); each sub-block's extreme maps to q = 0 (−32 steps) as Q3_K's
+// does, the largest sub-block scale to code −128
+void q6_k_block(const float* x, uint8_t* b) {
+  float scale[16], big = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    scale[j] = signed_extreme(x + 16 * j, 16) / -32.0f;
+    if (std::fabs(scale[j]) > std::fabs(big)) big = scale[j];
+  }
+  const float d = f16_rounded(big / -128.0f);
+  std::memset(b, 0, 210);
+  for (int j = 0; j < 16; ++j) {
+    const int sc = d != 0.0f ? round_clamp(scale[j] / d, -128, 127) : 0;
+    b[192 + j] = uint8_t(int8_t(sc));
+    const float step = d * float(sc);
+    for (int l = 0; l < 16; ++l) {
+      // value 128h + 32k + l' (l' < 32) with sub-block 8h + l'/16 + 2k
+      const int i = 16 * j + l, h = i / 128, k = i % 128 / 32, lp = i % 32;
+      const int q = (step != 0.0f ? round_clamp(x[i] / step, -32, 31) : 0) + 32;
+      b[64 * h + lp + 32 * (k % 2)] |= uint8_t((q & 15) << (4 * (k / 2)));
+      b[128 + 32 * h + lp] |= uint8_t((q >> 4) << (2 * k));
+    }
+  }
+  put_f16(b + 208, d);
 }
 
 // IQ2_XXS (spec §7.9): each 8-value run takes the signs of its values (an odd count of minus
@@ -251,10 +301,131 @@ void iq2_xxs_block(const float* x, uint8_t* b) {
   }
 }
 
+// IQ1_S and IQ1_M: a run of eight values is dl·(g_j + delta) with g one of the 2048 grid entries
+// in {-1, 0, 1}^8 and delta = ±1/8. A run's values, divided by dl less delta and rounded to the
+// nearest level, give a pattern of 3^8; the run takes, of the grid entries nearest to that pattern
+// (fewest level steps away, listed once per pattern), the one of least squared error.
+struct Iq1Neighbours {
+  std::vector<std::vector<uint16_t>> of;  // pattern (base 3, element j the j-th trit) -> entries
+  Iq1Neighbours() : of(6561) {
+    int8_t level[2048][8];
+    for (int g = 0; g < 2048; ++g)
+      for (int j = 0; j < 8; ++j) level[g][j] = int8_t(ggml::tables::kIq1sGrid[g] >> (8 * j));
+    for (int p = 0; p < 6561; ++p) {
+      int t[8];
+      for (int j = 0, v = p; j < 8; ++j, v /= 3) t[j] = v % 3 - 1;
+      int best = 1 << 30;
+      for (int g = 0; g < 2048; ++g) {
+        int dist = 0;
+        for (int j = 0; j < 8; ++j) dist += std::abs(t[j] - level[g][j]);
+        if (dist < best) best = dist, of[size_t(p)].clear();
+        if (dist == best) of[size_t(p)].push_back(uint16_t(g));
+      }
+    }
+  }
+};
+
+struct Iq1Run {
+  uint16_t grid = 0;
+  float err = INFINITY;
+};
+
+Iq1Run iq1_run(const float* x, float dl, float delta) {
+  static const Iq1Neighbours nb;
+  int pattern = 0;
+  for (int j = 7; j >= 0; --j)
+    pattern = 3 * pattern + (dl > 0.0f ? round_clamp(x[j] / dl - delta, -1, 1) : 0) + 1;
+  Iq1Run r;
+  for (uint16_t g : nb.of[size_t(pattern)]) {
+    float e = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      const float diff = dl * (float(int8_t(ggml::tables::kIq1sGrid[g] >> (8 * j))) + delta) - x[j];
+      e += diff * diff;
+    }
+    if (e < r.err) r.err = e, r.grid = g;
+  }
+  return r;
+}
+
+// The block's fp16 d for odd group scales 1 .. 15: the largest magnitude at 15·d
+float iq1_d(const float* x) {
+  float top = 0.0f;
+  for (int i = 0; i < 256; ++i) top = std::max(top, std::fabs(x[i]));
+  return f16_rounded(top / 15.0f);
+}
+
+// ref: ggml-common.h block_iq1_s {d; qs[32]; qh[8]}: per 32-value group the 3-bit scale s
+// (dl = d·(2s + 1)) and delta sign of least squared error, every candidate tried
+void iq1_s_block(const float* x, uint8_t* b) {
+  const float d = iq1_d(x);
+  put_f16(b, d);
+  for (int g = 0; g < 8; ++g) {
+    float best = INFINITY;
+    uint16_t grid[4] = {}, qh = 0;
+    for (int s = 0; s < 8 && d > 0.0f; ++s)
+      for (int minus = 0; minus < 2; ++minus) {
+        const float dl = d * float(2 * s + 1), delta = minus ? -0.125f : 0.125f;
+        Iq1Run r[4];
+        float err = 0.0f;
+        for (int k = 0; k < 4; ++k) err += (r[k] = iq1_run(x + 32 * g + 8 * k, dl, delta)).err;
+        if (err >= best) continue;
+        best = err;
+        qh = uint16_t(s << 12 | minus << 15);
+        for (int k = 0; k < 4; ++k) grid[k] = r[k].grid;
+      }
+    for (int k = 0; k < 4; ++k) {
+      b[2 + 4 * g + k] = uint8_t(grid[k] & 255);
+      qh = uint16_t(qh | (grid[k] >> 8) << (3 * k));
+    }
+    put_u16(b + 34 + 2 * g, qh);
+  }
+}
+
+// ref: ggml-common.h block_iq1_m {qs[32]; qh[16]; scales[8]}: per 16-value half group the 3-bit
+// scale of least squared error, per run its own delta sign; d's fp16 bits in the top nibbles of
+// the four scale words
+void iq1_m_block(const float* x, uint8_t* b) {
+  const float d = iq1_d(x);
+  const uint16_t dh = f32_to_f16(d);
+  uint16_t sc[4] = {};
+  std::memset(b + 32, 0, 16);
+  for (int half = 0; half < 16; ++half) {  // runs 2·half, 2·half + 1
+    const int g = half / 2;
+    float best = INFINITY;
+    int best_s = 0;
+    Iq1Run pick[2];
+    bool minus[2] = {};
+    for (int s = 0; s < 8 && d > 0.0f; ++s) {
+      const float dl = d * float(2 * s + 1);
+      Iq1Run r[2];
+      bool m[2];
+      for (int k = 0; k < 2; ++k) {
+        const float* run = x + 16 * half + 8 * k;
+        const Iq1Run plus = iq1_run(run, dl, 0.125f), neg = iq1_run(run, dl, -0.125f);
+        m[k] = neg.err < plus.err;
+        r[k] = m[k] ? neg : plus;
+      }
+      if (r[0].err + r[1].err >= best) continue;
+      best = r[0].err + r[1].err, best_s = s;
+      pick[0] = r[0], pick[1] = r[1], minus[0] = m[0], minus[1] = m[1];
+    }
+    sc[g / 2] = uint16_t(sc[g / 2] | best_s << (6 * (g % 2) + 3 * (half % 2)));
+    for (int k = 0; k < 2; ++k) {
+      const int run = 4 * g + 2 * (half % 2) + k;  // runs 4g .. 4g + 3
+      b[run] = uint8_t(pick[k].grid & 255);
+      const int nib = (pick[k].grid >> 8) | (minus[k] ? 8 : 0);
+      b[32 + 2 * g + (run % 4) / 2] |= uint8_t(nib << (4 * (run % 2)));
+    }
+  }
+  for (int i = 0; i < 4; ++i)
+    put_u16(b + 48 + 2 * i, uint16_t(sc[i] | ((dh >> (4 * i)) & 15) << 12));
+}
+
 }  // namespace
 
 bool encodable(uint32_t type) {
-  for (uint32_t t : {kQ8_0, kQ4_0, kQ5_0, kQ2_K, kQ3_K, kQ4_K, kIQ2_XXS})
+  for (uint32_t t :
+       {kQ8_0, kQ4_0, kQ5_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kIQ2_XXS, kIQ1_S, kIQ1_M})
     if (type == t) return true;
   return false;
 }
@@ -286,8 +457,20 @@ void encode_row(uint32_t type, const float* x, int64_t n, uint8_t* dst) {
       case kQ4_K:
         q4_k_block(v, b);
         break;
+      case kQ5_K:
+        q5_k_block(v, b);
+        break;
+      case kQ6_K:
+        q6_k_block(v, b);
+        break;
       case kIQ2_XXS:
         iq2_xxs_block(v, b);
+        break;
+      case kIQ1_S:
+        iq1_s_block(v, b);
+        break;
+      case kIQ1_M:
+        iq1_m_block(v, b);
         break;
     }
   }

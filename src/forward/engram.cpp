@@ -45,14 +45,15 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows,
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size, ehd = layout_.head_dim;
   const int nc = layout_.n_cols(), width = nc * ehd;
   const float eps = float(cfg_.rms_norm_eps);
-  // gather and dequantize the rows (exact in bf16), concatenated in (order, head) order; from
-  // the mapped table, or read from storage into a copy (forward/engram_store.h)
+  // gather and dequantize the rows (a release table's: exact in bf16; a GGUF table's blocks:
+  // their format's values), concatenated in (order, head) order; from the mapped table, or read
+  // from storage into a copy (forward/engram_store.h)
   const size_t nr = size_t(n) * size_t(nc);
-  Scratch<uint8_t> codes, scales;
+  const size_t rb = ctx.engram ? ctx.engram->row_bytes(index_) : 0;
+  Scratch<uint8_t> gathered;
   if (ctx.engram) {
-    codes.resize(nr * size_t(ehd));
-    scales.resize(nr * size_t(ehd / 32));
-    ctx.engram->gather(index_, rows, int(nr), codes.data(), scales.data());
+    gathered.resize(nr * rb);
+    ctx.engram->gather(index_, rows, int(nr), gathered.data());
   }
   Scratch<float> E(size_t(n) * size_t(width));
   for (int i = 0; i < n; ++i)
@@ -61,15 +62,19 @@ void Engram::forward(const Ctx& ctx, float* h, int n, const int64_t* rows,
       const int64_t row = rows[k];
       if (row < 0 || row >= w_.engram_rows)
         throw std::runtime_error("engram row id " + std::to_string(row) + " out of range");
-      const uint8_t* v = ctx.engram ? codes.data() + k * size_t(ehd)
-                                    : w_.engram_table + size_t(row) * w_.engram_stride;
-      const uint8_t* s = ctx.engram ? scales.data() + k * size_t(ehd / 32)
-                                    : w_.engram_table_scale + size_t(row) * w_.engram_scale_stride;
+      const uint8_t* v =
+          ctx.engram ? gathered.data() + k * rb : w_.engram_table + size_t(row) * w_.engram_stride;
+      float* out = E.data() + size_t(i) * width + size_t(c) * ehd;
+      if (w_.engram_type) {
+        gguf::decode_row(w_.engram_type, v, ehd, out);
+        continue;
+      }
+      const uint8_t* s =
+          ctx.engram ? v + ehd : w_.engram_table_scale + size_t(row) * w_.engram_scale_stride;
       // ds4's native rows are checked as they are read (the table is never read whole); the
       // store checks the rows it reads itself
       if (w_.engram_native && !ctx.engram && !gguf::engram_row_valid(v, ehd))
         throw std::runtime_error(engram_nan_row(layer_, row));
-      float* out = E.data() + size_t(i) * width + size_t(c) * ehd;
       for (int d = 0; d < ehd; ++d) out[d] = fmath::e4m3(v[d]) * fmath::ue8m0(s[d / 32]);
     }
   Scratch<float> kv(size_t(n) * size_t(D) * size_t(hc + 1));

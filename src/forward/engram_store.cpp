@@ -44,21 +44,33 @@ EngramStore::EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const Mod
     t.codes_stride = lw.engram_stride;
     t.scales_stride = lw.engram_scale_stride;
     t.native = lw.engram_native;
+    t.type = lw.engram_type;
     t.layer = l;
-    const auto c =
-        locate(lw.engram_table, size_t(t.rows - 1) * t.codes_stride + size_t(hd_), "codes");
-    const auto s = locate(lw.engram_table_scale,
-                          size_t(t.rows - 1) * t.scales_stride + size_t(hd_ / 32), "scales");
-    t.file = by_path.at(c.path);
-    if (by_path.at(s.path) != t.file)
-      throw std::runtime_error("engram store: a table's codes and scales are in different shards");
-    t.codes_at = c.offset;
-    t.scales_at = s.offset;
-    table_bytes_ += t.rows * row_bytes();
+    if (t.type) {  // a GGUF table of ggml blocks: dense rows of engram_stride bytes
+      t.bytes = lw.engram_stride;
+      const auto r = locate(lw.engram_table, size_t(t.rows) * t.bytes, "rows");
+      t.file = by_path.at(r.path);
+      t.codes_at = r.offset;
+    } else {
+      t.bytes = size_t(hd_ + hd_ / 32);
+      const auto c =
+          locate(lw.engram_table, size_t(t.rows - 1) * t.codes_stride + size_t(hd_), "codes");
+      const auto s = locate(lw.engram_table_scale,
+                            size_t(t.rows - 1) * t.scales_stride + size_t(hd_ / 32), "scales");
+      t.file = by_path.at(c.path);
+      if (by_path.at(s.path) != t.file)
+        throw std::runtime_error(
+            "engram store: a table's codes and scales are in different shards");
+      t.codes_at = c.offset;
+      t.scales_at = s.offset;
+    }
+    table_bytes_ += t.rows * int64_t(t.bytes);
+    slot_bytes_ = std::max(slot_bytes_, t.bytes);
     tables_.push_back(t);
   }
-  cap_ = std::max<size_t>(1, cache_bytes / size_t(row_bytes()));
-  cache_.resize(cap_ * size_t(row_bytes()));
+  slot_bytes_ = std::max<size_t>(slot_bytes_, 1);
+  cap_ = std::max<size_t>(1, cache_bytes / slot_bytes_);
+  cache_.resize(cap_ * slot_bytes_);
   slot_key_.assign(cap_, -1);
   slot_ref_.assign(cap_, 0);
   slot_loading_.assign(cap_, 0);
@@ -94,14 +106,15 @@ size_t EngramStore::claim(int64_t key) {
 }
 
 void EngramStore::read_row(const Table& t, int64_t r, size_t slot) {
-  uint8_t* dst = cache_.data() + slot * size_t(row_bytes());
+  uint8_t* dst = cache_.data() + slot * slot_bytes_;
   const int sb = hd_ / 32;
   const uint64_t c = t.codes_at + uint64_t(r) * t.codes_stride,
                  s = t.scales_at + uint64_t(r) * t.scales_stride;
-  if (t.native) {  // ds4's row: its codes and scales together, one read
-    t.file->read(c, size_t(row_bytes()), dst);
-    t.file->drop_cached(c, size_t(row_bytes()));
-    if (!gguf::engram_row_valid(dst, hd_)) throw std::runtime_error(engram_nan_row(t.layer, r));
+  if (t.native || t.type) {  // ds4's row (its codes and scales together) or a row of blocks
+    t.file->read(c, t.bytes, dst);
+    t.file->drop_cached(c, t.bytes);
+    if (t.native && !gguf::engram_row_valid(dst, hd_))
+      throw std::runtime_error(engram_nan_row(t.layer, r));
     return;
   }
   t.file->read(c, size_t(hd_), dst);
@@ -115,7 +128,7 @@ IoQueue::Read EngramStore::take_read(size_t slot) {
   const Table& t = tables_[size_t(key >> 56)];
   return [this, &t, key, slot] {
     read_row(t, key & ((int64_t(1) << 56) - 1), slot);
-    return int64_t(row_bytes());
+    return int64_t(t.bytes);
   };
 }
 
@@ -152,10 +165,9 @@ void EngramStore::prefetch(int index, const int64_t* rows, int n) {
   }
 }
 
-void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, uint8_t* scales) {
+void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* out) {
   std::unique_lock<std::mutex> lk(mu_);
   const Table& t = tables_.at(size_t(index));
-  const int sb = hd_ / 32;
   for (int i = 0; i < n; ++i) {
     const int64_t r = rows[i];
     if (r < 0 || r >= t.rows)
@@ -205,7 +217,7 @@ void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, 
       slot_loading_[slot] = 0;
       --n_loading_;
       stats_.read_seconds += secs;
-      stats_.bytes_read += row_bytes();
+      stats_.bytes_read += int64_t(t.bytes);
       stats_.reads += reads_per_row(t);
       if (err) {
         where_.erase(key);
@@ -215,9 +227,7 @@ void EngramStore::gather(int index, const int64_t* rows, int n, uint8_t* codes, 
     }
     slot_ref_[slot] = 1;
     slot_fresh_[slot] = 0;
-    const uint8_t* src = cache_.data() + slot * size_t(row_bytes());
-    std::memcpy(codes + size_t(i) * size_t(hd_), src, size_t(hd_));
-    std::memcpy(scales + size_t(i) * size_t(sb), src + hd_, size_t(sb));
+    std::memcpy(out + size_t(i) * t.bytes, cache_.data() + slot * slot_bytes_, t.bytes);
   }
 }
 

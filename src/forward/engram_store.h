@@ -45,10 +45,12 @@ class EngramStore {
   EngramStore(const Checkpoint& ck, const ModelConfig& cfg, const ModelWeights& w,
               size_t cache_bytes);
 
-  // The E4M3 codes [n, head_dim] and UE8M0 scales [n, head_dim / 32] of rows[0 .. n) of the
-  // Engram layer at position `index` of engram_layer_ids. Throws naming the file on a read
-  // error or a short read; throws on a row outside the table.
-  void gather(int index, const int64_t* rows, int n, uint8_t* codes, uint8_t* scales);
+  // Rows[0 .. n) of the Engram layer at position `index` of engram_layer_ids as stored, each
+  // row_bytes(index) bytes at out + i * row_bytes(index): a release table's E4M3 codes
+  // [head_dim] then UE8M0 scales [head_dim / 32], or a GGUF table's ggml blocks. Throws naming
+  // the file on a read error or a short read; throws on a row outside the table.
+  void gather(int index, const int64_t* rows, int n, uint8_t* out);
+  size_t row_bytes(int index) const { return tables_.at(size_t(index)).bytes; }
   // Starts the reads of the rows not cached (ids outside the table are left to gather()).
   void prefetch(int index, const int64_t* rows, int n);
   ~EngramStore();
@@ -62,12 +64,13 @@ class EngramStore {
     uint64_t codes_at = 0, scales_at = 0;  // file offsets of the two tensors' first rows
     uint64_t codes_stride = 0, scales_stride = 0;
     bool native = false;  // ds4's rows: a row's codes and scales in one read, checked for NaN
+    uint32_t type = 0;    // a GGUF block type (LayerWeights::engram_type): a row is one read
+    size_t bytes = 0;     // a row as gather() gives it
     int layer = 0;
     int64_t rows = 0;
   };
-  int row_bytes() const { return hd_ + hd_ / 32; }
   // preads per row read_row() makes (the stats count them)
-  static int reads_per_row(const Table& t) { return t.native ? 1 : 2; }
+  static int reads_per_row(const Table& t) { return t.native || t.type ? 1 : 2; }
   // A slot for `key` by the clock (never one being read); under mu_.
   size_t claim(int64_t key);
   // Reads row `r` of table t into slot `slot`; outside mu_.
@@ -80,8 +83,8 @@ class EngramStore {
   std::vector<std::unique_ptr<FileReader>> files_;
   std::vector<Table> tables_;
   int64_t table_bytes_ = 0;
-  // the row cache: (index, row) -> slot; slots [cap, row_bytes], clock eviction
-  size_t cap_ = 0, hand_ = 0, n_loading_ = 0;
+  // the row cache: (index, row) -> slot; slots [cap, slot_bytes], clock eviction
+  size_t cap_ = 0, hand_ = 0, n_loading_ = 0, slot_bytes_ = 0;
   std::vector<uint8_t> cache_;
   std::vector<int64_t> slot_key_;
   std::vector<uint8_t> slot_ref_, slot_loading_, slot_fresh_;

@@ -148,6 +148,23 @@ const uint8_t* ModelWeights::own_copy(const uint8_t* p, size_t n) {
 
 namespace {
 
+// A release-layout Engram table: E4M3 codes and UE8M0 scales per row and 32 channels (a
+// directory's two tensors, or two strided views of ds4's native rows).
+void bind_engram_table(const Checkpoint& ck, const std::string& p, int64_t rows, int ehd,
+                       LayerWeights& L) {
+  const TensorView& codes = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd});
+  const TensorView& scales = need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32});
+  L.engram_table = codes.data;
+  L.engram_table_scale = scales.data;
+  L.engram_stride = codes.stride();
+  L.engram_scale_stride = scales.stride();
+  // ds4's rows: the scales right after the codes, in the same bytes
+  L.engram_native = codes.row_stride != 0;
+  if (L.engram_native && (L.engram_stride != size_t(ehd + ehd / 32) ||
+                          scales.row_stride != codes.row_stride || scales.data != codes.data + ehd))
+    throw std::runtime_error("tensor " + p + "engram.embed: strided rows that are not ds4's");
+}
+
 // One block's tensors under prefix p ("layers.7." or "mtp.0."): P says which optional parts it
 // has (a DSpark stage: none), E its routed experts.
 LayerWeights bind_block(ModelWeights& W, const Checkpoint& ck, const LayerPlan& P,
@@ -228,18 +245,17 @@ LayerWeights bind_block(ModelWeights& W, const Checkpoint& ck, const LayerPlan& 
     const int n_cols = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
     const int64_t rows = c.engram_num_embeddings.at(size_t(P.engram_index));
     L.engram_rows = rows;
-    const TensorView& codes = need(ck, p + "engram.embed.weight", DType::F8_E4M3, {rows, ehd});
-    const TensorView& scales = need(ck, p + "engram.embed.scale", DType::F8_E8M0, {rows, ehd / 32});
-    L.engram_table = codes.data;
-    L.engram_table_scale = scales.data;
-    L.engram_stride = codes.stride();
-    L.engram_scale_stride = scales.stride();
-    // ds4's rows: the scales right after the codes, in the same bytes
-    L.engram_native = codes.row_stride != 0;
-    if (L.engram_native &&
-        (L.engram_stride != size_t(ehd + ehd / 32) || scales.row_stride != codes.row_stride ||
-         scales.data != codes.data + ehd))
-      throw std::runtime_error("tensor " + p + "engram.embed: strided rows that are not ds4's");
+    if (const Checkpoint::BlockWeight* b = ck.block_weight(p + "engram.embed.weight")) {
+      if (b->out != rows || b->in != ehd)
+        throw std::runtime_error("tensor " + p + "engram.embed.weight: " + std::to_string(b->out) +
+                                 " x " + std::to_string(b->in) + " blocks, expected " +
+                                 std::to_string(rows) + " x " + std::to_string(ehd));
+      L.engram_type = b->ggml_type;
+      L.engram_table = b->data;
+      L.engram_stride = b->nbytes / size_t(rows);
+    } else {
+      bind_engram_table(ck, p, rows, ehd, L);
+    }
     L.engram_wkv = linear(W, ck, p + "engram.wkv", D * (hc + 1), n_cols * ehd);
     L.engram_q_weight = bf16_vec(W, ck, p + "engram.q_weight", {hc, D});
     L.engram_k_weight = bf16_vec(W, ck, p + "engram.k_weight", {hc, D});

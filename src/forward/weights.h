@@ -96,6 +96,9 @@ struct LayerWeights {
   // bytes from one row to the next (a directory: dense; ds4's native rows: codes and scales of a
   // row together, so both strides are head_dim + head_dim / 32)
   size_t engram_stride = 0, engram_scale_stride = 0;
+  // A GGUF table stored as ggml blocks (its type id; 0: the release's E4M3 + UE8M0): engram_table
+  // is then its rows of engram_stride bytes, each decoded as it is gathered, and no scale tensor.
+  uint32_t engram_type = 0;
   bool engram_native = false;  // ds4's native rows: a row is checked for NaN when it is read
   int64_t engram_rows = 0;
   Linear engram_wkv;                          // [D * (hc+1), n_cols * engram_head_dim]

@@ -61,10 +61,11 @@ class Checkpoint {
   const LoadStats& load_stats() const { return stats_; }
 
   // A weight a GGUF file stores in a ggml block type that the kernels compute in place
-  // (WeightFormat kQ8_0 .. kMXFP4) rather than re-encoded: under the release weight's name
-  // ("X.weight" of an FP8- or FP4-role projection, whose "X.scale" then does not exist, nor
-  // "X.weight" in tensors()), its logical [out, in], the ggml type id and its bytes (out rows of in
-  // / block_elems blocks).
+  // (WeightFormat kQ8_0 .. kMXFP4), or an Engram table whose rows are decoded as they are
+  // gathered, rather than re-encoded: under the release weight's name ("X.weight" of an FP8- or
+  // FP4-role projection or table, whose "X.scale" then does not exist, nor "X.weight" in
+  // tensors()), its logical [out, in], the ggml type id and its bytes (out rows of in /
+  // block_elems blocks).
   struct BlockWeight {
     uint32_t ggml_type = 0;
     int64_t out = 0, in = 0;

@@ -8,9 +8,11 @@
 //     Q5_0, Q2_K..Q6_K, IQ2_XXS, IQ1_S, IQ1_M or MXFP4, which the kernel families of those types
 //     compute in place (unless OpenOptions::blocks_in_place is off); MXFP4 holds the release's FP4
 //     codes and scales, and its families are the FP4 families reading that layout (the same bits
-//     as the release's routed experts), or
-//   * re-encoded into the release's format at load: FP8-role weights and dialect A's Engram
-//     tables to E4M3 + UE8M0 with the release's block rule, routed experts from MXFP4 blocks to
+//     as the release's routed experts); or an Engram table stored in a block type (dialect A's
+//     Q8_0 .. Q2_K tables), whose rows are decoded as they are gathered (forward/engram.cpp), or
+//   * re-encoded into the release's format at load: FP8-role weights and Engram tables stored as
+//     F16/BF16/F32 (or any type with --gguf-requant) to E4M3 + UE8M0 with the release's block
+//     rule, routed experts from MXFP4 blocks to
 //     E2M1 pairs + UE8M0 when blocks are not computed in place (a byte shuffle: the same codes and
 //     scales), BF16/F32-role tensors stored in another type decoded and rounded once.
 // So an FP8 weight stored as the BF16 of its exact values gets its FP8 GEMM semantics back (the
@@ -85,6 +87,10 @@ class Placer {
     if (native_rows) return place_engram_rows(t, *scale, *ti);
     if (scale && blocks_ && computed_in_place(t, ti->type)) {
       place_block(t, *ti, expert, want);
+      ++stats_.blocks;
+    } else if (scale && blocks_ && is_engram_table(t) && type_info_is_block(ti->type)) {
+      place_block(t, *ti, expert, want);  // rows decoded as they are gathered
+      ++stats_.in_place;
     } else if (scale) {
       if (t.dtype == DType::I8)
         place_fp4(t, *scale, *ti, expert);
@@ -132,7 +138,15 @@ class Placer {
            t.name.find(".attn.wo_a.") == std::string::npos;
   }
 
-  // A weight (or an expert's slice of a merged tensor) left in the file as ggml blocks.
+  // a ggml block type the decoders read (not F32/F16/BF16, in which a lossless file stores the
+  // exact values, nor ds4's I8 rows)
+  static bool type_info_is_block(uint32_t type) {
+    const gguf::TypeInfo* ti = gguf::type_info(type);
+    return ti && ti->block_elems > 1 && gguf::decodable(type);
+  }
+
+  // A weight (or an expert's slice of a merged tensor), or an Engram table, left in the file as
+  // ggml blocks.
   void place_block(const ExpectedTensor& t, const gguf::TensorInfo& ti, int expert,
                    const std::vector<int64_t>& logical) {
     Checkpoint::BlockWeight b;
@@ -142,7 +156,6 @@ class Placer {
     b.nbytes = size_t(b.out) * size_t(gguf::row_bytes(ti));
     b.data = files_.data(ti) + (expert >= 0 ? size_t(expert) * b.nbytes : 0);
     (*blocks_)[t.name] = b;
-    ++stats_.blocks;
     stats_.block_bytes += b.nbytes;
   }
 

@@ -59,7 +59,7 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   // bytes per routed expert: a slot places each run at its page residue (+4 KiB per tensor)
   std::map<std::string, int64_t> experts;
   // Streaming reads a tensor's bytes from its file: one that a GGUF load re-encoded into memory
-  // (dialect A's Engram tables, experts of a type without a kernel family, --gguf-requant) stays
+  // (F16/BF16/F32 Engram tables, experts of a type without a kernel family, --gguf-requant) stays
   // resident with the dense weights.
   auto count = [&](const std::string& name, int64_t bytes, bool in_file) {
     p.checkpoint += bytes;

@@ -86,8 +86,9 @@ else
 fi
 
 # GGUF files: routed experts computed in place (merged MXFP4 tensors) stream from the file like
-# the directory's; ds4's native Engram rows too; dialect A's Engram tables, re-encoded into memory
-# at load, cannot be read back from the file: the plan counts them as resident, not streamable
+# the directory's; ds4's native Engram rows too, and a dialect-A Engram table stored as blocks
+# (Q8_0 here); a lossless file's BF16 Engram tables, re-encoded into memory at load, cannot be
+# read back from the file: the plan counts them as resident, not streamable
 G="$WORK/small.gguf"
 "$CEDAR_BIN" convert --from "$M" --to "$G" >/dev/null
 "$CEDAR_BIN" convert --from "$M" --to "$WORK/ds4.gguf" --dialect ds4 >/dev/null
@@ -121,6 +122,24 @@ print(p['dense'] + p['kv'] + p['workspace'] + 3 * p['min_expert_slots'] * p['exp
 check "gguf run --mem-budget: the directory's greedy text" same_file "$WORK/run_mapped.txt" \
   "$WORK/run_gguf.txt"
 check "gguf run --mem-budget says it streams" grep -q "streamed from storage" "$WORK/run_err.txt"
+# the Q8_0 file: its Engram tables stay in the file (rows decoded as gathered), so they stream
+"$CEDAR_BIN" convert --from "$M" --to "$WORK/q8.gguf" --type q8_0 >/dev/null
+for k in ref auto; do
+  "$CEDAR_BIN" logits -m "$WORK/q8.gguf" --ids-file "$WORK/ids48.txt" --kernels $k \
+    -o "$WORK/q8_mapped.npy" 2>/dev/null
+  for split in "" "--decode"; do
+    # shellcheck disable=SC2086
+    "$CEDAR_BIN" logits -m "$WORK/q8.gguf" --ids-file "$WORK/ids48.txt" --kernels $k $split \
+      --engram-cache 1 -o "$WORK/g.npy" 2>"$WORK/err_q8.txt"
+    check "q8_0 gguf: Engram blocks streamed, $k $split" same_file "$WORK/q8_mapped.npy" "$WORK/g.npy"
+  done
+done
+check "q8_0 gguf: the Engram store read rows" grep -q "Engram store: [1-9][0-9]* row lookups" \
+  "$WORK/err_q8.txt"
+check "q8_0 gguf plan: the Engram tables in the file" "$PY" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+sys.exit(0 if p['engram_tables'] > 0 else 1)" <("$CEDAR_BIN" inspect -m "$WORK/q8.gguf" --plan --json)
 
 # a memory cgroup of 40% of the checkpoint (cgroup v1 or v2, where this user may make one)
 ck_bytes=$(du -b "$M/model.safetensors" | cut -f1)

@@ -37,13 +37,14 @@ class EngramStoreTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   // gathered rows equal the mapped table's
-  bool matches(const std::vector<int64_t>& rows, const std::vector<uint8_t>& codes,
-               const std::vector<uint8_t>& scales) const {
+  // gathered rows: each the table row's codes, then its scales
+  bool matches(const std::vector<int64_t>& rows, const std::vector<uint8_t>& got) const {
     const size_t hd = size_t(cfg_.engram_head_dim), sb = hd / 32;
     for (size_t i = 0; i < rows.size(); ++i)
-      if (std::memcmp(codes.data() + i * hd, layer_->engram_table + size_t(rows[i]) * hd, hd) ||
-          std::memcmp(scales.data() + i * sb, layer_->engram_table_scale + size_t(rows[i]) * sb,
-                      sb))
+      if (std::memcmp(got.data() + i * (hd + sb), layer_->engram_table + size_t(rows[i]) * hd,
+                      hd) ||
+          std::memcmp(got.data() + i * (hd + sb) + hd,
+                      layer_->engram_table_scale + size_t(rows[i]) * sb, sb))
         return false;
     return true;
   }
@@ -62,18 +63,19 @@ TEST_F(EngramStoreTest, GathersTheTablesBytesPrefetchedOrNot) {
   for (int64_t i = 0; i < 60; ++i) rows.push_back((i * 7919 + 13) % R);
   rows.push_back(rows[3]);  // a repeat within one gather
   const size_t hd = size_t(cfg_.engram_head_dim);
-  std::vector<uint8_t> codes(rows.size() * hd), scales(rows.size() * hd / 32);
-  st.gather(0, rows.data(), int(rows.size()), codes.data(), scales.data());
-  EXPECT_TRUE(matches(rows, codes, scales));
-  std::fill(codes.begin(), codes.end(), 0);
+  ASSERT_EQ(st.row_bytes(0), hd + hd / 32);
+  std::vector<uint8_t> got(rows.size() * st.row_bytes(0));
+  st.gather(0, rows.data(), int(rows.size()), got.data());
+  EXPECT_TRUE(matches(rows, got));
+  std::fill(got.begin(), got.end(), 0);
   st.prefetch(0, rows.data(), int(rows.size()));
-  st.gather(0, rows.data(), int(rows.size()), codes.data(), scales.data());
-  EXPECT_TRUE(matches(rows, codes, scales));
+  st.gather(0, rows.data(), int(rows.size()), got.data());
+  EXPECT_TRUE(matches(rows, got));
   const EngramStoreStats s = st.stats();
   EXPECT_EQ(s.lookups, 2 * int64_t(rows.size()));
   EXPECT_GT(s.prefetched + s.hits, 0);
   const int64_t bad = R;
-  EXPECT_THROW(st.gather(0, &bad, 1, codes.data(), scales.data()), std::runtime_error);
+  EXPECT_THROW(st.gather(0, &bad, 1, got.data()), std::runtime_error);
   st.prefetch(0, &bad, 1);  // ignored
   st.prefetch(99, rows.data(), 3);
 }
@@ -87,19 +89,19 @@ TEST_F(EngramStoreTest, ATruncatedTableIsAClearError) {
   // cut the file inside the codes of the last row (the mapping is not read afterwards)
   fs::resize_file(at->path, at->offset + size_t(R - 1) * hd + 1);
   const int64_t last = R - 1;
-  std::vector<uint8_t> codes(hd), scales(hd / 32);
+  std::vector<uint8_t> row(hd + hd / 32);
   for (int prefetched = 0; prefetched < 2; ++prefetched) {
     if (prefetched) st.prefetch(0, &last, 1);
     try {
-      st.gather(0, &last, 1, codes.data(), scales.data());
+      st.gather(0, &last, 1, row.data());
       ADD_FAILURE() << "served a truncated row";
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("short read"), std::string::npos) << e.what();
     }
   }
   const int64_t first = 0;  // rows before the cut still read
-  st.gather(0, &first, 1, codes.data(), scales.data());
-  EXPECT_EQ(std::memcmp(codes.data(), layer_->engram_table, hd), 0);
+  st.gather(0, &first, 1, row.data());
+  EXPECT_EQ(std::memcmp(row.data(), layer_->engram_table, hd), 0);
 }
 
 }  // namespace

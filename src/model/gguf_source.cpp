@@ -88,7 +88,8 @@ class Placer {
     if (scale && blocks_ && computed_in_place(t, ti->type)) {
       place_block(t, *ti, expert, want);
       ++stats_.blocks;
-    } else if (scale && blocks_ && is_engram_table(t) && type_info_is_block(ti->type)) {
+      stats_.block_bytes += (*blocks_)[t.name].nbytes;
+    } else if (scale && blocks_ && is_engram_table(t) && is_block_type(ti->type)) {
       place_block(t, *ti, expert, want);  // rows decoded as they are gathered
       ++stats_.in_place;
     } else if (scale) {
@@ -129,20 +130,19 @@ class Placer {
     return t.name.find(".engram.embed.") != std::string::npos;
   }
 
-  // The block types the kernel families read (WeightFormat kQ8_0 .. kMXFP4), for the weights
-  // that go through linear(): not the Engram table (rows gathered, not multiplied) and not
-  // wo_a (a bf16-weight product, sliced per output group).
-  static bool computed_in_place(const ExpectedTensor& t, uint32_t type) {
+  // The ggml block types cedar reads in place (WeightFormat kQ8_0 .. kMXFP4): not F32/F16/BF16,
+  // in which a lossless file stores exact values, nor ds4's I8 rows.
+  static bool is_block_type(uint32_t type) {
     WeightFormat f;
-    return block_format(type, &f) && !is_engram_table(t) &&
-           t.name.find(".attn.wo_a.") == std::string::npos;
+    return block_format(type, &f);
   }
 
-  // a ggml block type the decoders read (not F32/F16/BF16, in which a lossless file stores the
-  // exact values, nor ds4's I8 rows)
-  static bool type_info_is_block(uint32_t type) {
-    const gguf::TypeInfo* ti = gguf::type_info(type);
-    return ti && ti->block_elems > 1 && gguf::decodable(type);
+  // Block types for the weights that go through linear(), whose kernel families compute them: not
+  // the Engram table (rows gathered, not multiplied) and not wo_a (a bf16-weight product, sliced
+  // per output group).
+  static bool computed_in_place(const ExpectedTensor& t, uint32_t type) {
+    return is_block_type(type) && !is_engram_table(t) &&
+           t.name.find(".attn.wo_a.") == std::string::npos;
   }
 
   // A weight (or an expert's slice of a merged tensor), or an Engram table, left in the file as
@@ -156,7 +156,6 @@ class Placer {
     b.nbytes = size_t(b.out) * size_t(gguf::row_bytes(ti));
     b.data = files_.data(ti) + (expert >= 0 ? size_t(expert) * b.nbytes : 0);
     (*blocks_)[t.name] = b;
-    stats_.block_bytes += b.nbytes;
   }
 
   TensorView& view(const ExpectedTensor& t, const uint8_t* data, size_t nbytes) {

@@ -9,7 +9,8 @@ PKGS=(build-essential g++ cmake ninja-build ccache pkg-config
       libpcre2-dev libutf8proc-dev libssl-dev libedit-dev clang libclang-rt-14-dev
       python3 python3-numpy python3-torch python3-pil libopenblas0-pthread chromium curl
       libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
-      bible-kjv bible-kjv-text fortunes fortunes-zh)
+      bible-kjv bible-kjv-text fortunes fortunes-zh
+      openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

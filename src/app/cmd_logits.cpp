@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/ranks.h"
 #include "app/read_file.h"
 #include "base/args.h"
 #include "base/npy.h"
@@ -64,29 +65,31 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& what)
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  Args args("logits", {{"model", "m", true, "model directory or GGUF file (required)"},
-                       {"ids", "", true, "comma-separated token ids"},
-                       {"ids-file", "", true, "file of comma/whitespace-separated token ids"},
-                       {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
-                       {"chunk", "", true, "feed the prompt N tokens per forward call"},
-                       {"decode", "", false, "feed the prompt one token per forward call"},
-                       {"draft-out", "", true, "also run one DSpark draft cycle, into DIR"},
-                       {"anchor", "", true, "the draft's anchor token (default: argmax)"},
-                       {"kernels", "", true, kKernelsHelp},
-                       {"gguf-requant", "", false, kGgufRequantHelp},
-                       {"image", "", true,
-                        "comma-separated image files, one per image placeholder of the ids (each "
-                        "expands to its image's span)"},
-                       {"expert-slots", "", true,
-                        "read the routed experts from the shards into an N-slot cache instead of "
-                        "mapping them (tests of the expert cache)"},
-                       {"expert-policy", "", true, "--expert-slots eviction: lfu (default) or lru"},
-                       {"no-expert-guess", "", false,
-                        "--expert-slots: no prefetch of each next layer's guessed experts"},
-                       {"engram-cache", "", true,
-                        "read the Engram tables' rows from the shards through a row cache of "
-                        "this many KiB instead of mapping them (tests of the Engram store)"},
-                       {"threads", "t", true, "worker threads (default: all cores)"}});
+  Args args("logits",
+            with_rank_options(
+                {{"model", "m", true, "model directory or GGUF file (required)"},
+                 {"ids", "", true, "comma-separated token ids"},
+                 {"ids-file", "", true, "file of comma/whitespace-separated token ids"},
+                 {"out", "o", true, "output .npy, float32 [T, vocab] (required)"},
+                 {"chunk", "", true, "feed the prompt N tokens per forward call"},
+                 {"decode", "", false, "feed the prompt one token per forward call"},
+                 {"draft-out", "", true, "also run one DSpark draft cycle, into DIR"},
+                 {"anchor", "", true, "the draft's anchor token (default: argmax)"},
+                 {"kernels", "", true, kKernelsHelp},
+                 {"gguf-requant", "", false, kGgufRequantHelp},
+                 {"image", "", true,
+                  "comma-separated image files, one per image placeholder of the ids (each "
+                  "expands to its image's span)"},
+                 {"expert-slots", "", true,
+                  "read the routed experts from the shards into an N-slot cache instead of "
+                  "mapping them (tests of the expert cache)"},
+                 {"expert-policy", "", true, "--expert-slots eviction: lfu (default) or lru"},
+                 {"no-expert-guess", "", false,
+                  "--expert-slots: no prefetch of each next layer's guessed experts"},
+                 {"engram-cache", "", true,
+                  "read the Engram tables' rows from the shards through a row cache of "
+                  "this many KiB instead of mapping them (tests of the Engram store)"},
+                 {"threads", "t", true, "worker threads (default: all cores)"}}));
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -147,6 +150,11 @@ int cmd_logits(int argc, char** argv) {
       throw std::runtime_error("--engram-cache must be a positive number of KiB");
     engram = std::make_unique<EngramStore>(*ckpt, cfg, model.weights(), size_t(kib) << 10);
     model.set_engram_store(engram.get());
+  }
+  auto ranks = Ranks::start(args, dir, *ckpt, kernels, version_string());
+  if (ranks) {
+    if (!ranks->attach(model)) return 0;  // another rank: served its layers
+    std::fprintf(stderr, "cedar logits: %s\n", ranks->describe(cfg).c_str());
   }
   SequenceState st = model.new_state();
   // images: each takes a placeholder of the ids, which expands to its span
@@ -210,6 +218,7 @@ int cmd_logits(int argc, char** argv) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "cedar logits: %lld tokens in %.2f s (%.1f tok/s, %d threads)\n",
                (long long)T, secs, double(T) / secs, pool.size());
+  if (ranks) std::fprintf(stderr, "cedar logits: %s\n", ranks->traffic(T).c_str());
   if (experts) {
     const ExpertCacheStats s = experts->stats();
     std::fprintf(

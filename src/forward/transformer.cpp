@@ -9,14 +9,6 @@
 
 namespace cedar {
 
-// The mHC stream of a run of rows: h [n, hc, D] (bf16 values) and the pre-mix [n, hc] that the
-// next attention site collapses with.
-struct Transformer::Stream {
-  int n = 0;
-  std::vector<float> h, pre;
-  Stream(int rows, int hc, int D) : n(rows), h(size_t(rows) * hc * D), pre(size_t(rows) * hc) {}
-};
-
 Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, ThreadPool& pool,
                          std::vector<int32_t> engram_token_map)
     : cfg_(ckpt.config()),
@@ -76,6 +68,7 @@ void Transformer::set_expert_source(ExpertSource* src, bool guess) {
 
 Draft Transformer::draft(const SequenceState& state, int32_t anchor) const {
   if (!dspark_) throw std::runtime_error("draft: the model has no DSpark stages");
+  if (split()) throw std::runtime_error("draft: not on a model split into pipeline stages");
   const Ctx ctx{k_, pool_, experts_, engram_};
   return dspark_->draft(ctx, state, anchor);
 }
@@ -228,7 +221,8 @@ void Transformer::engram_rows(const int32_t* mapped_rows, int n, int64_t p0,
       rows[l].resize(size_t(n) * size_t(layout_.n_cols()));
       engrams_[l]->hash_rows(mapped.data(), hist, n, p0, engram_pad_, rows[l].data());
       // tables on storage: their reads start now, while the layers below compute
-      if (engram_) engram_->prefetch(engrams_[l]->table(), rows[l].data(), int(rows[l].size()));
+      if (engram_ && owns(int(l)))
+        engram_->prefetch(engrams_[l]->table(), rows[l].data(), int(rows[l].size()));
     }
 }
 
@@ -300,21 +294,6 @@ ForwardResult Transformer::forward(SequenceState& st, const int32_t* ids, int n,
   return it.result;
 }
 
-// The plan of one item: which rows the encoder (stage 1: layers below the CED split) and the
-// decoder (stage 2: the split and up) run on, and the passes they run with.
-struct Transformer::Member {
-  BatchItem* it = nullptr;
-  bool ced = false;                 // CED mode on a model with a CED split
-  bool completes = false;           // the call completes the prompt (always for exact calls)
-  int64_t s_rep = 0;                // first decoder position (exact: first_pos)
-  bool truncated = false;           // decoder window attention truncated at s_rep
-  std::unique_ptr<ForwardPass> fp;  // stage 1 (exact calls: both stages, one Top-K table)
-  std::unique_ptr<ForwardPass> fd;  // stage 2 of a completing CED call
-  int row1 = 0;                     // first row in the stage-1 stream
-  int row2 = -1, m2 = 0;            // rows in the stage-2 stream (-1: no decoder rows)
-  std::vector<float> taps;          // DSpark taps of the decoder rows (positions s_rep ..)
-};
-
 void Transformer::plan(BatchItem& it, Member& mb) const {
   SequenceState& st = *it.state;
   const int n = it.n;
@@ -334,11 +313,11 @@ void Transformer::plan(BatchItem& it, Member& mb) const {
                              " tokens): complete it in CED mode");
   if (!completes && opt.logits != LogitsWanted::kNone)
     throw std::runtime_error("forward: an open CED chunk (completes_prompt = false) has no logits");
-  if (opt.logits != LogitsWanted::kNone && !it.logits)
+  if (opt.logits != LogitsWanted::kNone && !it.logits && rank_ == 0)
     throw std::runtime_error("forward: logits asked for but no output buffer given");
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
     const CompressedKv& c = st.compressed[size_t(l)];
-    if (c.ratio > 0 && (c.n_rows != p0 / c.ratio || c.n_tail != int(p0 % c.ratio)))
+    if (c.ratio > 0 && holds(l) && (c.n_rows != p0 / c.ratio || c.n_tail != int(p0 % c.ratio)))
       throw std::runtime_error("forward: layer " + std::to_string(l) + " holds " +
                                std::to_string(c.n_rows) + " compressed rows + " +
                                std::to_string(c.n_tail) + " parked tokens, which does not match " +
@@ -354,7 +333,7 @@ void Transformer::plan(BatchItem& it, Member& mb) const {
     const int64_t P = st.dec_tokens;
     s_rep = std::max(P, N - W);
     truncated = s_rep > P;
-    if (s_rep < p0) {
+    if (s_rep < p0 && (!split() || rank_ == split_.owner(ced_layer_))) {
       const StreamRows& cs = st.ced_stream;
       if (cs.first > s_rep || cs.first + cs.rows != p0)
         throw std::runtime_error("forward: the open prompt's stream rows [" +
@@ -369,6 +348,10 @@ void Transformer::plan(BatchItem& it, Member& mb) const {
   }
   check_window(st, p0, 0);
   if (ced && completes) check_window(st, s_rep, truncated ? s_rep : 0);
+  if (split() && (opt.keep_undo || opt.dspark_seed || !opt.images.empty() || !st.images.empty()))
+    throw std::runtime_error(
+        "forward: a model split into pipeline stages runs text without speculation (no DSpark "
+        "seeding, undo log or image)");
   if (opt.keep_undo && (st.prompt_open() || !completes || n > W))
     throw std::runtime_error("forward: an undo log covers a call of at most " + std::to_string(W) +
                              " rows on a closed prompt (" + std::to_string(n) + " rows given)");
@@ -400,13 +383,53 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
       it.error = std::current_exception();
     }
   }
+  if (!split()) {
+    int step = 0;
+    if (!mem.empty()) run_members(mem, step);
+    return;
+  }
+  // pipeline stages: every rank takes part in the exchange of a call, also when it fails here
+  // (the others would wait for it); a failed call leaves the ranks' states apart for good
+  if (!broken_.empty()) throw std::runtime_error("pipeline stages: " + broken_);
+  if (rank_ > 0 && mem.size() != items.size()) {
+    std::string why = "rank " + std::to_string(rank_) + " refused an item of the call";
+    for (BatchItem& it : items)
+      if (it.error) try {
+          std::rethrow_exception(it.error);
+        } catch (const std::exception& e) {
+          why += std::string(": ") + e.what();
+          break;
+        }
+    broken_ = why;
+    fail_call(why, 0);
+  }
   if (mem.empty()) return;
+  if (rank_ == 0) announce(mem);
+  int step = 0;
+  try {
+    run_members(mem, step);
+  } catch (const std::exception& e) {
+    // an error of this rank is named by it; one that came round names its own rank
+    const std::string why = dynamic_cast<const RemoteStageError*>(&e)
+                                ? std::string(e.what())
+                                : "rank " + std::to_string(rank_) + ": " + e.what();
+    if (broken_.empty()) broken_ = why;
+    if (step < 2) fail_call(why, step);
+    throw std::runtime_error(why);
+  }
+}
 
+void Transformer::run_members(std::span<Member> mem, int& stage_step) const {
   const Ctx ctx{k_, pool_, experts_, engram_};
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size, W = cfg_.sliding_window;
   const int L = cfg_.num_hidden_layers;
   const size_t HD = size_t(hc) * D;
   const int c = ced_layer_ >= 0 ? ced_layer_ : L;  // stage 1: layers [0, c), stage 2: [c, L)
+  // pipeline stages: the rank that runs the CED transition (the candidate source's projection
+  // and the decoder stream's assembly), and this rank's part of each stage
+  const int owner_c = split() ? split_.owner(c) : 0;
+  const bool at_c = !split() || rank_ == owner_c;
+  const int lo = split() ? lo_ : 0, hi = split() ? hi_ : L;
 
   // stage 1: every item's rows [p0, N) through the encoder layers
   int n1 = 0;
@@ -440,10 +463,20 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     for (size_t l = 0; l < engrams_.size(); ++l)
       if (engrams_[l])
         std::copy(er[l].begin(), er[l].end(), erows[l].begin() + long(m.row1 * ncols));
-    embed(it.ids, it.n, s, m.row1);
-    embed_images(it.opt.images, it.first_pos, it.n, s, m.row1);
+    if (owns(0)) {
+      embed(it.ids, it.n, s, m.row1);
+      embed_images(it.opt.images, it.first_pos, it.n, s, m.row1);
+    }
+    if (split()) {
+      m.rows_before.resize(size_t(L));
+      for (int l = 0; l < L; ++l) m.rows_before[size_t(l)] = st.compressed[size_t(l)].n_rows;
+    }
   }
   const std::vector<uint8_t> image1 = image_rows(segs1);
+  if (split() && rank_ > 0 && rank_ <= owner_c) {
+    stage_step = 1;
+    recv_hop(lo, s, mem, false);
+  }
   // DSpark taps: the decoder rows of the items that seed (exact items' rows are all decoder
   // rows, and their taps below the CED layer are taken in this first pass)
   const int n_taps = int(cfg_.dspark_target_layer_ids.size());
@@ -452,7 +485,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     return int(std::find(t.begin(), t.end(), l) - t.begin());
   };
   auto seeds = [&](const Member& m) { return dspark_ && m.it->opt.dspark_seed; };
-  for (int l = 0; l < c; ++l) {
+  for (int l = std::max(0, lo); l < std::min(c, hi); ++l) {
     if (engrams_[size_t(l)])
       engrams_[size_t(l)]->forward(ctx, s.h.data(), n1, erows[size_t(l)].data(),
                                    image1.empty() ? nullptr : image1.data());
@@ -463,6 +496,10 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
         record_tap(s.h.data(), m.row1, m.it->n, hc, D, tap_slot(l), n_taps, m.taps.data());
       }
     blocks_[size_t(l)]->forward(ctx, s.h.data(), s.pre.data(), segs1);
+  }
+  if (split() && rank_ < owner_c) {
+    send_hop(hi, s, mem, false);
+    stage_step = 2;
   }
 
   // Engram history after this call
@@ -480,7 +517,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   std::vector<Segment> segs_ced;
   for (Member& m : mem)
     if (m.ced) segs_ced.push_back({m.fp.get(), m.row1});
-  if (!segs_ced.empty())
+  if (!segs_ced.empty() && at_c)
     blocks_[size_t(c)]->project_global(ctx, s.h.data(), s.pre.data(), segs_ced);
   for (Member& m : mem) {
     if (!m.ced) continue;
@@ -488,7 +525,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     const int n = m.it->n;
     const int64_t p0 = m.it->first_pos;
     st.n_tokens = p0 + n;
-    if (m.completes) continue;
+    if (m.completes || !at_c) continue;
     // an open chunk keeps the candidate-source input of the last W open positions for the
     // completing chunk
     StreamRows& cs = st.ced_stream;
@@ -531,7 +568,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     if (m.row2 < 0) continue;
     SequenceState& st = *m.it->state;
     const int64_t p0 = m.it->first_pos;
-    for (int i = 0; i < m.m2; ++i) {
+    for (int i = 0; i < m.m2 && at_c; ++i) {
       const int64_t pos = m.s_rep + i;
       float* hd = d.h.data() + size_t(m.row2 + i) * HD;
       float* pd = d.pre.data() + size_t(m.row2 + i) * hc;
@@ -557,7 +594,11 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
       segs2.push_back({m.fp.get(), m.row2});
     }
   }
-  for (int l = c; l < L && n2 > 0; ++l) {
+  if (split() && rank_ > owner_c) {
+    stage_step = 1;
+    recv_hop(lo, d, mem, true);
+  }
+  for (int l = std::max(c, lo); l < std::min(L, hi) && n2 > 0; ++l) {
     if (is_tap_[size_t(l)])
       for (Member& m : mem) {
         if (!seeds(m) || m.row2 < 0) continue;
@@ -565,6 +606,10 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
         record_tap(d.h.data(), m.row2, m.m2, hc, D, tap_slot(l), n_taps, m.taps.data());
       }
     blocks_[size_t(l)]->forward(ctx, d.h.data(), d.pre.data(), segs2);
+  }
+  if (split() && rank_ >= owner_c && rank_ + 1 < split_.ranks()) {
+    send_hop(hi, d, mem, true);
+    stage_step = 2;
   }
   for (Member& m : mem) {
     if (seeds(m) && m.row2 >= 0) dspark_->seed(ctx, m.taps.data(), m.m2, m.s_rep, *m.it->state);
@@ -600,6 +645,27 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     res.logits_first_pos = m.s_rep + first;
     res.logits_rows = m.m2 - first;
     wants.push_back({&m, first, m.m2 - first});
+  }
+  // pipeline stages: the last rank hands the wanted rows round to rank 0, which has the head
+  if (split()) {
+    const int last = split_.ranks() - 1;
+    const int tag = rank_ == last ? 1 : rank_ == 0 ? 2 : 0;  // 1 sends, 2 receives
+    if (tag == 0) return;
+    WireWriter w;
+    std::vector<uint8_t> msg;
+    if (tag == 1) {
+      w.put<uint8_t>(1);
+      for (const Want& x : wants)
+        put_stream(w, cfg_, d.h.data(), d.pre.data(), x.m->row2 + x.first, x.rows);
+      link_->send(0, w.take());
+      stage_step = 2;
+      return;
+    }
+    msg = link_->recv(last);
+    WireReader r(msg);
+    check_hop(r);
+    for (const Want& x : wants)
+      get_stream(r, cfg_, d.h.data(), d.pre.data(), x.m->row2 + x.first, x.rows);
   }
 
   // the head: single-row wants (decode steps, prompt ends) share one GEMM over the batch;
@@ -640,6 +706,7 @@ int64_t Transformer::replay(SequenceState& st, std::span<const int32_t> ids,
   const int64_t h = st.n_tokens;
   const int W = cfg_.sliding_window, hc = cfg_.hc_mult, D = cfg_.hidden_size;
   if (st.prompt_open()) throw std::runtime_error("replay: the state has an open CED prompt");
+  if (split()) throw std::runtime_error("replay: not on a model split into pipeline stages");
   if (ids_first < 0 || ids_first + int64_t(ids.size()) != h)
     throw std::runtime_error("replay: ids cover positions [" + std::to_string(ids_first) + ", " +
                              std::to_string(ids_first + int64_t(ids.size())) + "), the state has " +

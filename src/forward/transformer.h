@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "forward/dspark.h"
 #include "forward/engram.h"
 #include "forward/linear.h"
+#include "forward/stage.h"
 #include "forward/weights.h"
 #include "model/checkpoint.h"
 #include "model/engram_layout.h"
@@ -100,6 +102,8 @@ struct LayerIO {
   std::vector<std::vector<int64_t>> engram_rows;
 };
 
+struct ReleasedStates;  // forward/transformer_stage.cpp
+
 class Transformer {
  public:
   // engram_token_map: token id -> compressed id (text::build_engram_token_map); required when the
@@ -117,6 +121,20 @@ class Transformer {
   // Likewise for the Engram tables (forward/engram_store.h; nullptr: the mapped tables).
   void set_engram_store(EngramStore* store) { engram_ = store; }
   SequenceState new_state() const { return SequenceState(cfg_); }
+
+  // Pipeline stages (forward/stage.h, docs/DISTRIBUTED.md): from now on this process runs only
+  // the layers of link->rank() in `split` and exchanges the rest of every forward through
+  // `link`. Rank 0 keeps the embedding and the head, announces each forward_batch to the other
+  // ranks and returns its logits; the other ranks run the calls it announces (run_announced).
+  // Exact in every mode: the logits equal the one-process ones bit for bit. Not with DSpark
+  // seeding, undo logs, images or replay (refused). Call before any forward; `link` must outlive
+  // this. After a failed exchange (a rank died, hung or refused) every later forward throws.
+  void set_stage(const StageSplit& split, StageLink* link);
+  const StageSplit* stage() const { return link_ ? &split_ : nullptr; }
+  // Ranks > 0: one call announced by rank 0 against the states this rank keeps by id (a new id
+  // at position 0 starts a state; ids in call.released are dropped first). Throws after taking
+  // part in the exchange when the call cannot run here.
+  void run_announced(const Call& call, std::map<uint64_t, SequenceState>& states) const;
 
   // The drafter (nullptr: the checkpoint has no DSpark stages) and one draft cycle after the
   // state's last position with the target's token `anchor` for the next one (DSpark::draft;
@@ -177,8 +195,28 @@ class Transformer {
   void final_logits(const KernelTable& k, const LayerIO& io, float* logits) const;
 
  private:
-  struct Stream;  // h [rows, hc, D] + pre-mix [rows, hc] of a run of positions
-  struct Member;  // a validated batch item and its row plan
+  // The mHC stream of a run of rows: h [n, hc, D] (bf16 values) and the pre-mix [n, hc] that
+  // the next attention site collapses with.
+  struct Stream {
+    int n = 0;
+    std::vector<float> h, pre;
+    Stream(int rows, int hc, int D) : n(rows), h(size_t(rows) * hc * D), pre(size_t(rows) * hc) {}
+  };
+  // The plan of one item: which rows the encoder (stage 1: layers below the CED split) and the
+  // decoder (stage 2: the split and up) run on, and the passes they run with.
+  struct Member {
+    BatchItem* it = nullptr;
+    bool ced = false;                  // CED mode on a model with a CED split
+    bool completes = false;            // the call completes the prompt (always for exact calls)
+    int64_t s_rep = 0;                 // first decoder position (exact: first_pos)
+    bool truncated = false;            // decoder window attention truncated at s_rep
+    std::unique_ptr<ForwardPass> fp;   // stage 1 (exact calls: both stages, one Top-K table)
+    std::unique_ptr<ForwardPass> fd;   // stage 2 of a completing CED call
+    int row1 = 0;                      // first row in the stage-1 stream
+    int row2 = -1, m2 = 0;             // rows in the stage-2 stream (-1: no decoder rows)
+    std::vector<float> taps;           // DSpark taps of the decoder rows (positions s_rep ..)
+    std::vector<int64_t> rows_before;  // pipeline stages: every layer's compressed rows at start
+  };
   void plan(BatchItem& it, Member& m) const;  // forward()'s checks; throws, changes nothing
   void embed(const int32_t* ids, int n, Stream& s, int row0 = 0) const;
   // the rows of image spans among positions p0 .. p0+n-1 of stream rows row0.. overwritten with
@@ -197,6 +235,21 @@ class Transformer {
             std::vector<float>& xn) const;
   void check_ids(const int32_t* ids, int n) const;
   void check_window(const SequenceState& st, int64_t first_query, int64_t trunc) const;
+  bool split() const { return link_ != nullptr; }
+  bool owns(int l) const { return !link_ || (l >= lo_ && l < hi_); }
+  bool holds(int l) const { return !link_ || holds_layer(cfg_, lo_, hi_, l); }
+  // the rows of a validated batch through the stack; stage_step: the split's exchange of this
+  // call (0 nothing yet, 1 received from the rank before, 2 handed on)
+  void run_members(std::span<Member> mem, int& stage_step) const;
+  // the split's exchange of one call (transformer_stage.cpp). fail_call: this rank cannot run
+  // the call: it takes part in the exchange with an error (rank 0: waits for it to come round)
+  // and throws `why`.
+  [[noreturn]] void fail_call(const std::string& why, int stage_step) const;
+  void announce(std::span<Member> mem) const;
+  void send_hop(int cut, const Stream& s, std::span<Member> mem, bool decoder) const;
+  void recv_hop(int cut, Stream& s, std::span<Member> mem, bool decoder) const;
+  std::vector<HopMember> hop_members(std::span<Member> mem, bool decoder) const;
+  void check_hop(WireReader& r) const;  // a hop's status; throws what another rank reported
 
   const ModelConfig& cfg_;
   const KernelTable& k_;
@@ -212,6 +265,13 @@ class Transformer {
   std::vector<std::unique_ptr<Engram>> engrams_;  // per layer, null where none
   std::unique_ptr<DSpark> dspark_;
   std::vector<uint8_t> is_tap_;  // per layer: a DSpark target layer
+  // pipeline stages: this rank's layers [lo_, hi_), the link (null: one process)
+  StageSplit split_;
+  StageLink* link_ = nullptr;
+  int rank_ = 0, lo_ = 0, hi_ = 0;
+  mutable uint64_t next_state_id_ = 1;
+  std::shared_ptr<ReleasedStates> released_;
+  mutable std::string broken_;  // why the split stopped working ("": it works)
   Dumper dump_;
 };
 

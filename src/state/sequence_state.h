@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
@@ -153,6 +154,11 @@ class SequenceState {
   } undo;
 
   bool prompt_open() const { return dec_tokens < n_tokens; }
+
+  // Set by a Transformer split into pipeline stages (forward/stage.h) at this state's first
+  // forward: names the state's parts on the other ranks, which are released when the last copy
+  // of the handle goes. Copies of a state share it (using both copies is refused by the ranks).
+  std::shared_ptr<void> stage_handle;
 
   // Zeroes every ring and marks them empty (window_from = n_tokens): what a prefix-cache unit
   // without the window restores to; Transformer::replay() refills them.

@@ -1,0 +1,120 @@
+#include "app/ranks.h"
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "dist/mpi_link.h"
+#include "state/snapshot.h"
+
+namespace cedar::app {
+
+std::vector<Args::Option> with_rank_options(std::vector<Args::Option> options) {
+  options.insert(
+      options.end(),
+      {{"ranks", "", false,
+        "run as one rank of an MPI job (mpirun -np N), the layers split into N pipeline stages"},
+       {"stage-cuts", "", true,
+        "--ranks: the first layer of ranks 1..N-1, comma-separated (default: balanced by "
+        "weight bytes)"},
+       {"rank-timeout", "", true,
+        "--ranks: seconds a rank may take to answer before it counts as dead (default 300)"}});
+  return options;
+}
+
+void layer_weight_bytes(const Checkpoint& ckpt, std::vector<uint64_t>& layers, uint64_t& other) {
+  layers.assign(size_t(ckpt.config().num_hidden_layers), 0);
+  other = 0;
+  auto add = [&](const std::string& name, size_t bytes) {
+    if (name.rfind("layers.", 0) == 0) {
+      const size_t dot = name.find('.', 7);
+      const int l = std::atoi(name.substr(7, dot - 7).c_str());
+      if (l >= 0 && size_t(l) < layers.size()) {
+        layers[size_t(l)] += bytes;
+        return;
+      }
+    }
+    other += bytes;
+  };
+  for (const auto& [name, t] : ckpt.tensors()) add(name, t.nbytes);
+  for (const auto& [name, b] : ckpt.block_weights()) add(name, b.nbytes);
+}
+
+std::unique_ptr<Ranks> Ranks::start(const Args& args, const std::string& model_dir,
+                                    const Checkpoint& ckpt, const KernelTable& kernels,
+                                    const std::string& version) {
+  if (!args.has("ranks")) {
+    if (args.has("stage-cuts") || args.has("rank-timeout"))
+      throw std::runtime_error("--stage-cuts and --rank-timeout need --ranks");
+    return nullptr;
+  }
+  const double timeout = args.get_double("rank-timeout", 300);
+  if (!(timeout > 0) || timeout > 86400)
+    throw std::runtime_error("--rank-timeout must be a number of seconds in (0, 86400]");
+  auto r = std::unique_ptr<Ranks>(new Ranks);
+  r->link_ = std::make_unique<dist::MpiLink>(timeout);
+  // the same checkpoint, kernels and build on every rank, or no rank starts
+  const std::string kname(kernels.name);
+  const std::string id = fingerprint_hex(model_fingerprint(model_dir, {}, kname)) + " kernels " +
+                         kname + ", cedar " + version;
+  const std::vector<std::string> all = r->link_->allgather(id);
+  std::string diff;
+  for (size_t k = 1; k < all.size(); ++k)
+    if (all[k] != all[0]) diff += "; rank " + std::to_string(k) + ": " + all[k];
+  if (!diff.empty()) {
+    r->link_->forget_workers();
+    throw std::runtime_error(
+        "--ranks: the ranks hold different checkpoints, kernels or cedar "
+        "versions (rank 0: " +
+        all[0] + diff + ")");
+  }
+  const ModelConfig& cfg = ckpt.config();
+  if (args.has("stage-cuts")) {
+    r->split_ = StageSplit::parse(args.get("stage-cuts"), cfg.num_hidden_layers, r->size());
+  } else {
+    std::vector<uint64_t> layers;
+    uint64_t other = 0;
+    layer_weight_bytes(ckpt, layers, other);
+    r->split_ = StageSplit::by_bytes(layers, other, r->size());
+  }
+  return r;
+}
+
+bool Ranks::attach(Transformer& model) {
+  model.set_stage(split_, link_.get());
+  if (rank() == 0) return true;
+  dist::serve_stage(*link_, model);
+  return false;
+}
+
+std::string Ranks::describe(const ModelConfig& cfg) const {
+  std::string s = std::to_string(size()) + " ranks, layers " + split_.describe();
+  for (int r = 1; r < size(); ++r) {
+    const int cut = split_.begin(r);
+    const Crossing x = crossing(cfg, cut);
+    s += "; cut " + std::to_string(cut) + " carries the stream";
+    for (int l : x.kv_sources) s += ", layer " + std::to_string(l) + "'s KV rows";
+    for (int l : x.topk_sources) s += ", layer " + std::to_string(l) + "'s Top-K";
+    if (x.candidates) s += ", the candidate pool";
+  }
+  return s;
+}
+
+std::string Ranks::traffic(int64_t tokens) const {
+  const std::vector<dist::MpiLink::Sent> sent = link_->hop_traffic();
+  std::string s;
+  char buf[160];
+  for (int r = 0; r < size(); ++r) {
+    const dist::MpiLink::Sent& x = sent[size_t(r)];
+    const int to = r + 1 < size() ? r + 1 : 0;
+    const std::string what =
+        to ? "cut " + std::to_string(split_.begin(to)) : std::string("the head's rows");
+    std::snprintf(buf, sizeof buf, "%s%s (rank %d -> %d): %.0f bytes/token in %llu messages",
+                  r ? "; " : "", what.c_str(), r, to,
+                  double(x.bytes) / double(std::max<int64_t>(1, tokens)),
+                  (unsigned long long)x.messages);
+    s += buf;
+  }
+  return s;
+}
+
+}  // namespace cedar::app

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Pipeline stages over MPI (docs/DISTRIBUTED.md): ranks on loopback through Open MPI's TCP
+# transport. In reference mode the logits of 2 and 4 ranks equal the one-process logits bit for
+# bit -- exact one-shot, chunked and decode, CED prompts in open chunks, batches mixing them --
+# for cuts at a KV-source boundary (2, 4), inside a source's range (3) and between the candidate
+# source and the Reindex layer (5); ranks holding different checkpoints refuse to start; a rank
+# that stops answering is reported by the rank waiting for it.
+source "$(dirname "$0")/lib.sh"
+: "${CEDAR_RANKS_PARITY:?CEDAR_RANKS_PARITY must point at cedar_ranks_parity}"
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+# loopback sockets only (a host's other interfaces may not route between its own processes)
+MPI=(mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+M="$WORK/tiny"
+"$CEDAR_BIN" make-model --preset tiny --seed 7 --out "$M" >/dev/null
+"$CEDAR_BIN" make-model --preset tiny --seed 8 --out "$WORK/other" >/dev/null
+make_ids 7 200 "$WORK/ids.txt"
+
+# the parity driver: every scenario on the split model against one process, call for call
+for cuts in 3 5; do
+  check "2 ranks, cut $cuts" "${MPI[@]}" -np 2 "$CEDAR_RANKS_PARITY" "$M" "$cuts"
+done
+check "4 ranks, cuts 2,4,5" "${MPI[@]}" -np 4 "$CEDAR_RANKS_PARITY" "$M" 2,4,5
+
+# the command line: cedar logits --ranks (automatic and given cuts) = one process
+"$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels ref --out "$WORK/one.npy" 2>/dev/null
+for mode in "" "--chunk 37" "--decode"; do
+  # shellcheck disable=SC2086
+  "${MPI[@]}" -np 2 "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels ref \
+    --out "$WORK/two.npy" --ranks --stage-cuts 2 $mode 2>"$WORK/log"
+  check "logits --ranks --stage-cuts 2 $mode" cmp -s "$WORK/one.npy" "$WORK/two.npy"
+done
+grep -q "cut 2 (rank 0 -> 1): 10[0-9][0-9] bytes/token in 200 messages" "$WORK/log" ||
+  { cat "$WORK/log"; FAILS=$((FAILS + 1)); echo "  ^ failed: traffic line"; }
+"${MPI[@]}" -np 3 "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/ids.txt" --kernels ref \
+  --out "$WORK/three.npy" --ranks 2>/dev/null
+check "logits --ranks, 3 ranks, automatic cuts" cmp -s "$WORK/one.npy" "$WORK/three.npy"
+
+# refusals: different checkpoints on the ranks, cuts that do not fit
+check "different checkpoints refuse" refuses "different checkpoints" "${MPI[@]}" \
+  -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks : \
+  -np 1 "$CEDAR_BIN" logits -m "$WORK/other" --ids 1,2,3 --out "$WORK/x.npy" --ranks
+check "cuts for another rank count refuse" refuses "2 ranks need 1" "${MPI[@]}" -np 2 \
+  "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --stage-cuts 2,4
+check "--stage-cuts without --ranks refuses" refuses "need --ranks" \
+  "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --stage-cuts 2
+
+# a rank that stops answering (SIGSTOP: hung) is reported by the rank waiting for it, which
+# ends with the error instead of waiting forever
+make_ids 8 2000 "$WORK/long.txt"
+( if "${MPI[@]}" -np 2 "$CEDAR_BIN" logits -m "$M" --ids-file "$WORK/long.txt" --kernels ref \
+    --out "$WORK/hang.npy" --ranks --stage-cuts 3 --decode --rank-timeout 3 >"$WORK/hang.log" 2>&1
+  then echo "rc=0" >>"$WORK/hang.log"; else echo "rc=$?" >>"$WORK/hang.log"; fi ) &
+runner=$!
+stopped=""
+for _ in $(seq 300); do
+  # once the ranks are under way (rank 0 logs the split after the start-up check)
+  grep -q "2 ranks, layers" "$WORK/hang.log" 2>/dev/null || { sleep 0.1; continue; }
+  for p in $(pgrep -f "out $WORK/hang.npy" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then
+      kill -STOP "$p" && stopped=$p
+    fi
+  done
+  [ -n "$stopped" ] && break
+  sleep 0.1
+done
+wait "$runner" || true
+[ -n "$stopped" ] && kill -KILL "$stopped" 2>/dev/null || true
+check "a hung rank is reported" grep -q "no answer from rank 1 within 3 s" "$WORK/hang.log"
+check "the command fails" grep -q "rc=[1-9]" "$WORK/hang.log"
+finish

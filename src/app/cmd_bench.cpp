@@ -25,6 +25,7 @@
 #include "app/bench_vision.h"
 #include "app/commands.h"
 #include "app/load_model.h"
+#include "app/ranks.h"
 #include "app/read_file.h"
 #include "base/args.h"
 #include "forward/moe.h"
@@ -238,40 +239,42 @@ void print_machine(const Machine& m, long long passes, int threads) {
 int cmd_bench(int argc, char** argv) {
   Args args(
       "bench",
-      {{"model", "m", true,
-        "model directory or GGUF file (required; e.g. from make-model --preset small)"},
-       {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
-       {"gen", "", true, "decode steps timed after each prompt (default 32)"},
-       {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
-       {"threads", "t", true, "worker threads (default: all cores)"},
-       {"kernels", "", true, kKernelsHelp},
-       {"gguf-requant", "", false, kGgufRequantHelp},
-       {"mem-budget", "", true, kMemBudgetHelp},
-       {"expert-policy", "", true, "eviction of the expert cache: lfu (default) or lru"},
-       {"no-expert-guess", "", false,
-        "streamed experts: do not prefetch each next layer's guessed experts"},
-       {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
-       {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
-       {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
-       {"seed", "", true, "prompt token seed (default 1)"},
-       {"batch", "", true,
-        "comma-separated batch sizes: decode that many copies of the first prompt's state "
-        "together in batched passes (default 1,4,16; 0: skip)"},
-       {"speculative", "", true,
-        "off | dspark: also decode --gen tokens with DSpark speculative decoding (default: dspark "
-        "when the model has DSpark stages)"},
-       {"spec-tokens", "", true, "drafted tokens verified per pass (default: the block size)"},
-       {"spec-confidence", "", true,
-        "verify drafts only up to the first with confidence below P (default 0)"},
-       {"spec-always", "", false,
-        "verify on every step even where passes emit fewer tokens per second than plain steps "
-        "(default: speculation pauses while it does not pay)"},
-       {"vision", "", true,
-        "on | off: time the vision tower on one image at the token limit (default: on when the "
-        "model has a tower)"},
-       {"prompt-file", "", true,
-        "text whose continuation the speculative section decodes (default: the first prompt)"},
-       {"json", "", false, "print one JSON object instead of the table"}});
+      with_rank_options(
+          {{"model", "m", true,
+            "model directory or GGUF file (required; e.g. from make-model --preset small)"},
+           {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
+           {"gen", "", true, "decode steps timed after each prompt (default 32)"},
+           {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
+           {"threads", "t", true, "worker threads (default: all cores)"},
+           {"kernels", "", true, kKernelsHelp},
+           {"gguf-requant", "", false, kGgufRequantHelp},
+           {"mem-budget", "", true, kMemBudgetHelp},
+           {"expert-policy", "", true, "eviction of the expert cache: lfu (default) or lru"},
+           {"no-expert-guess", "", false,
+            "streamed experts: do not prefetch each next layer's guessed experts"},
+           {"plans", "", true, "prefill plans to time: ced,exact (default both)"},
+           {"bw-mib", "", true, "bandwidth probe buffer in MiB (default 1024)"},
+           {"probe-passes", "", true, "timed passes of each machine probe (default 7)"},
+           {"seed", "", true, "prompt token seed (default 1)"},
+           {"batch", "", true,
+            "comma-separated batch sizes: decode that many copies of the first prompt's state "
+            "together in batched passes (default 1,4,16; 0: skip)"},
+           {"speculative", "", true,
+            "off | dspark: also decode --gen tokens with DSpark speculative decoding (default: "
+            "dspark "
+            "when the model has DSpark stages)"},
+           {"spec-tokens", "", true, "drafted tokens verified per pass (default: the block size)"},
+           {"spec-confidence", "", true,
+            "verify drafts only up to the first with confidence below P (default 0)"},
+           {"spec-always", "", false,
+            "verify on every step even where passes emit fewer tokens per second than plain steps "
+            "(default: speculation pauses while it does not pay)"},
+           {"vision", "", true,
+            "on | off: time the vision tower on one image at the token limit (default: on when the "
+            "model has a tower)"},
+           {"prompt-file", "", true,
+            "text whose continuation the speculative section decodes (default: the first prompt)"},
+           {"json", "", false, "print one JSON object instead of the table"}}));
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -339,6 +342,9 @@ int cmd_bench(int argc, char** argv) {
     eo.expert_guess = !args.has("no-expert-guess");
   }
   auto engine = runtime::Engine::load(eo);
+  auto ranks =
+      Ranks::start(args, eo.model_dir, engine->checkpoint(), engine->kernels(), version_string());
+  if (ranks && !ranks->attach(*engine)) return 0;  // another rank: served its layers
   const ModelConfig& cfg = engine->config();
   const Transformer& model = engine->model();
   // a GGUF model's block weights count as stored
@@ -349,11 +355,15 @@ int cmd_bench(int argc, char** argv) {
                                "max_position_embeddings " +
                                std::to_string(cfg.max_position_embeddings));
   const bool ced_available = model.has_ced();
-  const bool want_spec = spec_arg.empty() ? model.dspark() != nullptr : spec_arg == "dspark";
+  // a model split into stages runs without speculation and images (Transformer::set_stage)
+  if (ranks && (spec_arg == "dspark" || args.get("vision", "") == "on"))
+    throw std::runtime_error("--ranks: --speculative dspark and --vision on need one process");
+  const bool want_spec =
+      spec_arg.empty() ? model.dspark() != nullptr && !ranks : spec_arg == "dspark";
   const std::string vision_arg = args.get("vision", "");
   if (!vision_arg.empty() && vision_arg != "on" && vision_arg != "off")
     throw std::runtime_error("--vision: '" + vision_arg + "' (on, off)");
-  const bool want_vision = vision_arg.empty() ? cfg.has_vision : vision_arg == "on";
+  const bool want_vision = vision_arg.empty() ? cfg.has_vision && !ranks : vision_arg == "on";
   if (want_vision && !cfg.has_vision)
     throw std::runtime_error("--vision on: the model has no vision tower");
   if (want_spec && !model.dspark())
@@ -594,6 +604,7 @@ int cmd_bench(int argc, char** argv) {
     std::vector<BatchItem> items(static_cast<size_t>(B));
     std::vector<double> pass_s, bw_between;
     int64_t expert_runs = 0;  // routed (layer, expert) products over all passes
+    const std::vector<dist::MpiLink::Sent> sent0 = ranks ? ranks->sent() : decltype(sent0){};
     for (long long g = 0; g < gen; ++g) {
       for (int64_t b = 0; b < B; ++b) {
         BatchItem& it = items[size_t(b)];
@@ -617,6 +628,7 @@ int cmd_bench(int argc, char** argv) {
     }
     const double med = bench::median(pass_s);
     const double bw_during = during_bw(bw_between);
+    const json hops = ranks ? ranks->traffic_json(sent0, ranks->sent(), B * gen) : json(nullptr);
     const double rate = double(B) / med;
     if (base_rate == 0) base_rate = rate;
     const int64_t ctx_mid = batch_state.n_tokens + gen / 2;
@@ -637,13 +649,21 @@ int cmd_bench(int argc, char** argv) {
          {"achieved_gb_s", gbs / 1e9},
          {"ratio_bandwidth", gbs / bw.median},
          {"bandwidth_between_steps_gb_s", bw_during / 1e9},
-         {"ratio_bandwidth_between_steps", bw_during > 0 ? json(gbs / bw_during) : json(nullptr)}});
+         {"ratio_bandwidth_between_steps", bw_during > 0 ? json(gbs / bw_during) : json(nullptr)},
+         {"rank_traffic", hops}});
     std::snprintf(line, sizeof line,
                   "  %-6lld %9.4f %10.2f   x%-6.2f %9.2f MB/token -> %7.2f GB/s = %5.1f%% of read "
                   "bandwidth%s\n",
                   (long long)B, med, rate, rate / base_rate, bytes / double(B) / 1e6, gbs / 1e9,
                   100.0 * gbs / bw.median, between_note(gbs, bw_during).c_str());
     btable += line;
+    for (const json& h : ranks ? hops : json::array()) {
+      std::snprintf(
+          line, sizeof line, "         rank %d -> %d: %.0f bytes/token in %llu messages\n",
+          h["from_rank"].get<int>(), h["to_rank"].get<int>(), h["bytes_per_token"].get<double>(),
+          (unsigned long long)h["messages"].get<uint64_t>());
+      btable += line;
+    }
   }
 
   VisionBench vis;
@@ -668,6 +688,10 @@ int cmd_bench(int argc, char** argv) {
                   {"num_experts_per_tok", cfg.num_experts_per_tok},
                   {"ced_split", ced_available}}},
                 {"threads", engine->threads()},
+                {"ranks", ranks ? json{{"count", ranks->size()},
+                                       {"layers", ranks->split().describe()},
+                                       {"line", ranks->describe(cfg)}}
+                                : json(nullptr)},
                 {"kernels", std::string(engine->kernels().name)},
                 {"kernels_line", describe_kernels(engine->kernels())},
                 {"machine", machine_json(machine)},
@@ -683,6 +707,7 @@ int cmd_bench(int argc, char** argv) {
               eo.model_dir.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_experts_per_tok,
               cfg.n_routed_experts, engine->threads(), describe_kernels(engine->kernels()).c_str());
   print_machine(machine, passes, engine->threads());
+  if (ranks) std::printf("pipeline stages: %s\n", ranks->describe(cfg).c_str());
   std::printf(
       "\nprefill: median of %lld reps; FLOPs counted per prompt row (GEMM + attention + "
       "indexer); %%FMA / %%kern = achieved FLOP/s over the probes above%s\n",

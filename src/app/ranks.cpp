@@ -79,6 +79,13 @@ std::unique_ptr<Ranks> Ranks::start(const Args& args, const std::string& model_d
   return r;
 }
 
+bool Ranks::attach(runtime::Engine& engine) {
+  engine.set_stage(split_, link_.get());
+  if (rank() == 0) return true;
+  dist::serve_stage(*link_, engine.model());
+  return false;
+}
+
 bool Ranks::attach(Transformer& model) {
   model.set_stage(split_, link_.get());
   if (rank() == 0) return true;
@@ -97,6 +104,23 @@ std::string Ranks::describe(const ModelConfig& cfg) const {
     if (x.candidates) s += ", the candidate pool";
   }
   return s;
+}
+
+nlohmann::json Ranks::traffic_json(const std::vector<dist::MpiLink::Sent>& before,
+                                   const std::vector<dist::MpiLink::Sent>& after,
+                                   int64_t tokens) const {
+  nlohmann::json out = nlohmann::json::array();
+  for (int r = 0; r < size(); ++r) {
+    const int to = r + 1 < size() ? r + 1 : 0;
+    const uint64_t bytes = after[size_t(r)].bytes - before[size_t(r)].bytes;
+    const uint64_t msgs = after[size_t(r)].messages - before[size_t(r)].messages;
+    out.push_back({{"from_rank", r},
+                   {"to_rank", to},
+                   {"cut", to ? nlohmann::json(split_.begin(to)) : nlohmann::json(nullptr)},
+                   {"bytes_per_token", double(bytes) / double(std::max<int64_t>(1, tokens))},
+                   {"messages", msgs}});
+  }
+  return out;
 }
 
 std::string Ranks::traffic(int64_t tokens) const {

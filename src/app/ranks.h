@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
 #include "model/checkpoint.h"
+#include "runtime/engine.h"
 
 namespace cedar::app {
 
@@ -36,11 +38,17 @@ class Ranks {
   // command goes on. Other ranks: serve their layers until rank 0 ends, then return false (the
   // command returns 0 without output).
   bool attach(Transformer& model);
+  bool attach(runtime::Engine& engine);
+  // What each rank has handed on so far (MpiLink::hop_traffic), in rank order.
+  std::vector<dist::MpiLink::Sent> sent() { return link_->hop_traffic(); }
   // The stage line for logs: "2 ranks, layers 0-1|2-6; cut 2 carries ..."
   std::string describe(const ModelConfig& cfg) const;
   // Rank 0, after the work: what each boundary carried, in bytes per token of `tokens`
   // ("cut 2 (rank 0 -> 1): 1.2 KB/token in 300 messages; ...", the last: rank N-1 -> 0).
   std::string traffic(int64_t tokens) const;
+  // The same for the traffic between two sent() readings: one entry per boundary, rank order.
+  nlohmann::json traffic_json(const std::vector<dist::MpiLink::Sent>& before,
+                              const std::vector<dist::MpiLink::Sent>& after, int64_t tokens) const;
 
  private:
   std::unique_ptr<dist::MpiLink> link_;

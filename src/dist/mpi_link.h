@@ -3,12 +3,13 @@
 // every forward to the others; they run them (serve_stage) until rank 0 stops them.
 //
 // Every wait has a deadline, so that a rank that died or hangs is reported instead of waited
-// for: waits poll (MPI_Iprobe / MPI_Test, backing off to sleeps of up to half a millisecond so
-// that the ranks of one host leave their cores to the compute threads) and give up after the
-// link's timeout. Errors of the MPI library come back as codes (MPI_ERRORS_RETURN) and throw.
+// for: waits poll (MPI_Iprobe / MPI_Test, backing off to sleeps of 50 us so that the ranks of
+// one host leave their cores to the compute threads) and give up after the link's timeout. Errors
+// of the MPI library come back as codes (MPI_ERRORS_RETURN) and throw.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,7 +63,10 @@ class MpiLink final : public StageLink {
   void send_tagged(int to, int tag, const std::vector<uint8_t>& msg);
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 0;
-  [[noreturn]] void fail(const std::string& why);  // a dead or hung rank: no clean end
+  [[noreturn]] void fail(const std::string& why);
+  void take_in_hops();  // hops that arrived, into taken_ (a send's wait)
+  std::map<int, std::deque<std::vector<uint8_t>>>
+      taken_;  // by source, in arrival order  // a dead or hung rank: no clean end
   bool stopped_ = false;
   bool failed_ = false;
   Sent sent_;

@@ -209,6 +209,7 @@ void unpack_hop(WireReader& r, const ModelConfig& cfg, int cut, std::span<const 
 std::vector<uint8_t> encode_call(const Call& c) {
   WireWriter w;
   w.put_array(c.released.data(), c.released.size());
+  w.put_array(c.copies.data(), c.copies.size());
   w.put<uint64_t>(c.items.size());
   for (const CallItem& it : c.items) {
     w.put(it.state_id);
@@ -225,6 +226,7 @@ Call decode_call(const std::vector<uint8_t>& b) {
   WireReader r(b);
   Call c;
   c.released = r.get_array<uint64_t>();
+  c.copies = r.get_array<Call::Copy>();
   const uint64_t n = r.get<uint64_t>();
   if (n > (uint64_t(1) << 20)) throw std::runtime_error("pipeline: a malformed call");
   c.items.resize(size_t(n));

@@ -156,7 +156,14 @@ struct CallItem {
   uint8_t mode = 0, completes = 1, logits = 0;  // PrefillMode, completes_prompt, LogitsWanted
 };
 struct Call {
-  std::vector<uint64_t> released;  // states whose parts the ranks may drop first
+  std::vector<uint64_t> released;  // states whose parts the ranks drop (after the copies)
+  // states copied on rank 0 since the last call: (the copy's id, the original's id); the ranks
+  // copy their parts of the original first
+  struct Copy {
+    uint64_t copy = 0, original = 0;
+    bool operator==(const Copy&) const = default;
+  };
+  std::vector<Copy> copies;
   std::vector<CallItem> items;
 };
 std::vector<uint8_t> encode_call(const Call& c);

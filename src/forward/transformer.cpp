@@ -385,7 +385,7 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
   }
   if (!split()) {
     int step = 0;
-    if (!mem.empty()) run_members(mem, step);
+    if (!mem.empty()) run_members(mem, step, nullptr);
     return;
   }
   // pipeline stages: every rank takes part in the exchange of a call, also when it fails here
@@ -404,22 +404,50 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
     fail_call(why, 0);
   }
   if (mem.empty()) return;
-  if (rank_ == 0) announce(mem);
-  int step = 0;
-  try {
-    run_members(mem, step);
-  } catch (const std::exception& e) {
-    // an error of this rank is named by it; one that came round names its own rank
-    const std::string why = dynamic_cast<const RemoteStageError*>(&e)
-                                ? std::string(e.what())
-                                : "rank " + std::to_string(rank_) + ": " + e.what();
-    if (broken_.empty()) broken_ = why;
-    if (step < 2) fail_call(why, step);
-    throw std::runtime_error(why);
+  if (rank_ > 0) {
+    int step = 0;
+    try {
+      run_members(mem, step, nullptr);
+    } catch (const std::exception& e) {
+      const std::string why = name_error(e);
+      if (broken_.empty()) broken_ = why;
+      if (step < 2) fail_call(why, step);
+      throw std::runtime_error(why);
+    }
+    return;
   }
+  // rank 0: the batch's sequences in up to one micro-batch per rank, every one launched before
+  // the first is finished, so that the stages work on different micro-batches at once
+  const std::vector<std::span<Member>> groups = micro_batches(mem, split_.ranks());
+  name_states(mem);
+  std::vector<Tail> tails(groups.size());
+  size_t launched = 0;
+  int failed_step = 0;
+  std::string why;
+  for (; launched < groups.size(); ++launched) {
+    int step = 0;
+    try {
+      announce(groups[launched], launched == 0);
+      run_members(groups[launched], step, &tails[launched]);
+    } catch (const std::exception& e) {
+      why = name_error(e);
+      failed_step = step;
+      break;
+    }
+  }
+  // the launched ones come round first (the ring keeps the order), then a failure's error
+  for (size_t g = 0; g < launched; ++g) try {
+      finish(tails[g]);
+    } catch (const std::exception& e) {
+      if (why.empty()) why = name_error(e);
+    }
+  if (why.empty()) return;
+  if (broken_.empty()) broken_ = why;
+  if (launched < groups.size() && failed_step < 2) fail_call(why, failed_step);
+  throw std::runtime_error(why);
 }
 
-void Transformer::run_members(std::span<Member> mem, int& stage_step) const {
+void Transformer::run_members(std::span<Member> mem, int& stage_step, Tail* defer) const {
   const Ctx ctx{k_, pool_, experts_, engram_};
   const int hc = cfg_.hc_mult, D = cfg_.hidden_size, W = cfg_.sliding_window;
   const int L = cfg_.num_hidden_layers;
@@ -617,10 +645,6 @@ void Transformer::run_members(std::span<Member> mem, int& stage_step) const {
   }
 
   // states and results; the logits rows each item wants (rows of the stage-2 stream)
-  struct Want {
-    Member* m;
-    int first, rows;  // in the member's decoder rows
-  };
   std::vector<Want> wants;
   for (Member& m : mem) {
     if (m.row2 < 0) continue;
@@ -646,30 +670,31 @@ void Transformer::run_members(std::span<Member> mem, int& stage_step) const {
     res.logits_rows = m.m2 - first;
     wants.push_back({&m, first, m.m2 - first});
   }
-  // pipeline stages: the last rank hands the wanted rows round to rank 0, which has the head
-  if (split()) {
-    const int last = split_.ranks() - 1;
-    const int tag = rank_ == last ? 1 : rank_ == 0 ? 2 : 0;  // 1 sends, 2 receives
-    if (tag == 0) return;
-    WireWriter w;
-    std::vector<uint8_t> msg;
-    if (tag == 1) {
-      w.put<uint8_t>(1);
-      for (const Want& x : wants)
-        put_stream(w, cfg_, d.h.data(), d.pre.data(), x.m->row2 + x.first, x.rows);
-      link_->send(0, w.take());
-      stage_step = 2;
-      return;
-    }
-    msg = link_->recv(last);
-    WireReader r(msg);
-    check_hop(r);
-    for (const Want& x : wants)
-      get_stream(r, cfg_, d.h.data(), d.pre.data(), x.m->row2 + x.first, x.rows);
+  if (!split()) {
+    heads(ctx, d, wants);
+    return;
   }
+  // pipeline stages: the last rank hands the wanted rows round to rank 0, which has the head
+  // (at once, or after launching the batch's other micro-batches: `defer`)
+  if (rank_ == split_.ranks() - 1) {
+    send_final(d, wants);
+    stage_step = 2;
+    return;
+  }
+  if (rank_ != 0) return;
+  Tail tail{std::move(wants), std::move(d)};
+  if (defer) {
+    *defer = std::move(tail);
+    return;
+  }
+  finish(tail);
+}
 
-  // the head: single-row wants (decode steps, prompt ends) share one GEMM over the batch;
-  // a many-row want writes its own buffer directly
+// The head: single-row wants (decode steps, prompt ends) share one GEMM over the batch; a
+// many-row want writes its own buffer directly.
+void Transformer::heads(const Ctx& ctx, Stream& d, std::span<const Want> wants) const {
+  const int hc = cfg_.hc_mult, D = cfg_.hidden_size;
+  const size_t HD = size_t(hc) * D;
   const int64_t V = cfg_.vocab_size;
   std::vector<float> xn;
   auto dump_rows = [&](const Want& w, const float* rows) {

@@ -127,13 +127,16 @@ class Transformer {
   // `link`. Rank 0 keeps the embedding and the head, announces each forward_batch to the other
   // ranks and returns its logits; the other ranks run the calls it announces (run_announced).
   // Exact in every mode: the logits equal the one-process ones bit for bit. Not with DSpark
-  // seeding, undo logs, images or replay (refused). Call before any forward; `link` must outlive
-  // this. After a failed exchange (a rank died, hung or refused) every later forward throws.
+  // seeding, undo logs, images or replay (refused). A batch of several sequences runs as up to
+  // one micro-batch per rank, all in flight at once (pipelining). Copies of a state work (the
+  // ranks copy their parts at the copy's first forward). Call before any forward; `link` must
+  // outlive this. After a failed exchange (a rank died, hung or refused) every later forward
+  // throws.
   void set_stage(const StageSplit& split, StageLink* link);
   const StageSplit* stage() const { return link_ ? &split_ : nullptr; }
-  // Ranks > 0: one call announced by rank 0 against the states this rank keeps by id (a new id
-  // at position 0 starts a state; ids in call.released are dropped first). Throws after taking
-  // part in the exchange when the call cannot run here.
+  // Ranks > 0: one call announced by rank 0 against the states this rank keeps by id (the
+  // call's copies are made, then its released ids dropped; a new id at position 0 starts a
+  // state). Throws after taking part in the exchange when the call cannot run here.
   void run_announced(const Call& call, std::map<uint64_t, SequenceState>& states) const;
 
   // The drafter (nullptr: the checkpoint has no DSpark stages) and one draft cycle after the
@@ -238,18 +241,37 @@ class Transformer {
   bool split() const { return link_ != nullptr; }
   bool owns(int l) const { return !link_ || (l >= lo_ && l < hi_); }
   bool holds(int l) const { return !link_ || holds_layer(cfg_, lo_, hi_, l); }
+  // A row range of the final stream whose logits an item wants.
+  struct Want {
+    Member* m;
+    int first, rows;  // in the member's decoder rows
+  };
+  // A call's wanted rows after the stack, before the head (rank 0 of a split model launches
+  // every micro-batch of a batch before it finishes the first).
+  struct Tail {
+    std::vector<Want> wants;
+    Stream d{0, 0, 0};
+  };
   // the rows of a validated batch through the stack; stage_step: the split's exchange of this
-  // call (0 nothing yet, 1 received from the rank before, 2 handed on)
-  void run_members(std::span<Member> mem, int& stage_step) const;
+  // call (0 nothing yet, 1 received from the rank before, 2 handed on). defer (rank 0 of a
+  // split model): the call's tail goes there, for finish(), instead of through the head now.
+  void run_members(std::span<Member> mem, int& stage_step, Tail* defer) const;
+  void heads(const Ctx& ctx, Stream& d, std::span<const Want> wants) const;
   // the split's exchange of one call (transformer_stage.cpp). fail_call: this rank cannot run
   // the call: it takes part in the exchange with an error (rank 0: waits for it to come round)
   // and throws `why`.
   [[noreturn]] void fail_call(const std::string& why, int stage_step) const;
-  void announce(std::span<Member> mem) const;
+  void name_states(std::span<Member> mem) const;  // rank 0: ids for new states and copies
+  void announce(std::span<Member> mem, bool first) const;
   void send_hop(int cut, const Stream& s, std::span<Member> mem, bool decoder) const;
   void recv_hop(int cut, Stream& s, std::span<Member> mem, bool decoder) const;
   std::vector<HopMember> hop_members(std::span<Member> mem, bool decoder) const;
   void check_hop(WireReader& r) const;  // a hop's status; throws what another rank reported
+  std::string name_error(const std::exception& e) const;  // "rank N: ..." unless it names one
+  // rank 0: contiguous groups of about equal rows, at most `most`
+  std::vector<std::span<Member>> micro_batches(std::span<Member> mem, int most) const;
+  void send_final(const Stream& d, std::span<const Want> wants) const;  // the last rank's
+  void finish(Tail& t) const;  // rank 0: receives a call's wanted rows and runs the head
 
   const ModelConfig& cfg_;
   const KernelTable& k_;
@@ -271,7 +293,8 @@ class Transformer {
   int rank_ = 0, lo_ = 0, hi_ = 0;
   mutable uint64_t next_state_id_ = 1;
   std::shared_ptr<ReleasedStates> released_;
-  mutable std::string broken_;  // why the split stopped working ("": it works)
+  mutable std::vector<Call::Copy> copies_;  // announced with the next call
+  mutable std::string broken_;              // why the split stopped working ("": it works)
   Dumper dump_;
 };
 

@@ -4,6 +4,7 @@
 // layers and hands the stream on; the last rank hands the rows whose logits are wanted back to
 // rank 0. A rank that cannot run its part sends an error round instead, so that no rank waits
 // for it; the error reaches rank 0, which throws it.
+#include <algorithm>
 #include <mutex>
 
 #include "forward/transformer.h"
@@ -63,23 +64,17 @@ std::vector<HopMember> Transformer::hop_members(std::span<Member> mem, bool deco
   return h;
 }
 
-void Transformer::announce(std::span<Member> mem) const {
+void Transformer::announce(std::span<Member> mem, bool first) const {
   Call call;
-  {
+  if (first) {
     std::lock_guard<std::mutex> g(released_->mu);
     call.released.swap(released_->ids);
   }
   for (Member& m : mem) {
-    SequenceState& st = *m.it->state;
-    if (!st.stage_handle) {
-      auto h = std::make_shared<StageHandle>();
-      h->id = next_state_id_++;
-      h->released = released_;
-      st.stage_handle = h;
-    }
+    const SequenceState& st = *m.it->state;
     const BatchItem& it = *m.it;
     CallItem ci;
-    ci.state_id = static_cast<const StageHandle*>(st.stage_handle.get())->id;
+    ci.state_id = static_cast<const StageHandle*>(st.stage.handle.get())->id;
     ci.first_pos = it.first_pos;
     ci.ids.assign(it.ids, it.ids + it.n);
     ci.mode = uint8_t(it.opt.mode);
@@ -87,7 +82,34 @@ void Transformer::announce(std::span<Member> mem) const {
     ci.logits = uint8_t(it.opt.logits);
     call.items.push_back(std::move(ci));
   }
+  call.copies.swap(copies_);
   link_->announce(call);
+}
+
+void Transformer::name_states(std::span<Member> mem) const {
+  // Every copy made since the last call is made on the ranks before this batch's first
+  // micro-batch runs (a later micro-batch may hold the copy of a state an earlier one moves on).
+  // A state with copies that have not run yet moves on under a new id: its old id, held by the
+  // copies, names the ranks' snapshot of it until the last copy has run.
+  auto fresh = [&](SequenceState& st, uint64_t from) {
+    auto h = std::make_shared<StageHandle>();
+    h->id = next_state_id_++;
+    h->released = released_;
+    if (from) copies_.push_back({h->id, from});
+    st.stage.handle = h;
+  };
+  auto id_of = [](const std::shared_ptr<void>& h) {
+    return static_cast<const StageHandle*>(h.get())->id;
+  };
+  for (Member& m : mem) {
+    SequenceState& st = *m.it->state;
+    if (!st.stage.handle) {
+      fresh(st, st.stage.parent ? id_of(st.stage.parent) : 0);
+      st.stage.parent.reset();
+    } else if (st.stage.handle.use_count() > 1) {
+      fresh(st, id_of(st.stage.handle));
+    }
+  }
 }
 
 void Transformer::send_hop(int cut, const Stream& s, std::span<Member> mem, bool decoder) const {
@@ -109,6 +131,51 @@ void Transformer::recv_hop(int cut, Stream& s, std::span<Member> mem, bool decod
   if (!r.done()) throw std::runtime_error("pipeline: a message from another rank is malformed");
 }
 
+std::string Transformer::name_error(const std::exception& e) const {
+  // an error of this rank is named by it; one that came round names its own rank
+  if (dynamic_cast<const RemoteStageError*>(&e)) return e.what();
+  return "rank " + std::to_string(rank_) + ": " + e.what();
+}
+
+std::vector<std::span<Transformer::Member>> Transformer::micro_batches(std::span<Member> mem,
+                                                                       int most) const {
+  const size_t G = std::min(mem.size(), size_t(std::max(1, most)));
+  int64_t total = 0;
+  for (const Member& m : mem) total += m.it->n;
+  std::vector<std::span<Member>> groups;
+  size_t a = 0;
+  int64_t acc = 0;
+  for (size_t g = 0; g < G; ++g) {
+    size_t b = a + 1;
+    acc += mem[a].it->n;
+    const int64_t target = total * int64_t(g + 1) / int64_t(G);
+    // contiguous groups of about equal rows, each at least one sequence
+    while (b + (G - 1 - g) < mem.size() && (g + 1 == G || acc + mem[b].it->n <= target))
+      acc += mem[b++].it->n;
+    groups.push_back(mem.subspan(a, b - a));
+    a = b;
+  }
+  return groups;
+}
+
+void Transformer::send_final(const Stream& d, std::span<const Want> wants) const {
+  WireWriter w;
+  put_ok(w);
+  for (const Want& x : wants)
+    put_stream(w, cfg_, d.h.data(), d.pre.data(), x.m->row2 + x.first, x.rows);
+  link_->send(0, w.take());
+}
+
+void Transformer::finish(Tail& t) const {
+  const std::vector<uint8_t> msg = link_->recv(split_.ranks() - 1);
+  WireReader r(msg);
+  check_hop(r);
+  for (const Want& x : t.wants)
+    get_stream(r, cfg_, t.d.h.data(), t.d.pre.data(), x.m->row2 + x.first, x.rows);
+  if (!r.done()) throw std::runtime_error("pipeline: a message from another rank is malformed");
+  heads(Ctx{k_, pool_, experts_, engram_}, t.d, t.wants);
+}
+
 void Transformer::fail_call(const std::string& why, int stage_step) const {
   std::string msg = why;
   try {
@@ -128,6 +195,16 @@ void Transformer::fail_call(const std::string& why, int stage_step) const {
 
 void Transformer::run_announced(const Call& call, std::map<uint64_t, SequenceState>& states) const {
   if (!split() || rank_ == 0) throw std::runtime_error("run_announced: not a worker rank");
+  for (const auto& [copy, original] : call.copies) {
+    const auto from = states.find(original);
+    if (from == states.end()) {
+      broken_ = "rank " + std::to_string(rank_) + " holds no state " + std::to_string(original) +
+                " to copy";
+      fail_call(broken_, 0);
+    }
+    states.insert_or_assign(copy, from->second);
+  }
+  // after the copies: a copy's original may go in the same call
   for (uint64_t id : call.released) states.erase(id);
   std::vector<BatchItem> items(call.items.size());
   for (size_t k = 0; k < items.size(); ++k) {
@@ -137,7 +214,7 @@ void Transformer::run_announced(const Call& call, std::map<uint64_t, SequenceSta
       if (ci.first_pos != 0) {
         broken_ = "rank " + std::to_string(rank_) + " holds no state " +
                   std::to_string(ci.state_id) + " at position " + std::to_string(ci.first_pos) +
-                  " (a copied or truncated state cannot be used across ranks)";
+                  " (a truncated or restored state cannot be used across ranks)";
         fail_call(broken_, 0);
       }
       at = states.emplace(ci.state_id, new_state()).first;

@@ -77,6 +77,8 @@ class Engine {
   // The Engram row store when the plan reads the Engram tables from storage (nullptr: mapped).
   const EngramStore* engram_store() const { return engram_.get(); }
   ThreadPool& pool() { return *pool_; }
+  // Splits the model into pipeline stages (Transformer::set_stage): before any forward.
+  void set_stage(const StageSplit& split, StageLink* link) { model_->set_stage(split, link); }
   std::mutex& forward_mutex() { return forward_mu_; }
 
   // Transformer::forward, safe to call from any thread (see above).

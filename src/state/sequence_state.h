@@ -106,6 +106,26 @@ struct ImageSpan {
   bool operator==(const ImageSpan&) const = default;
 };
 
+// A state's handle on the other ranks of a model split into pipeline stages: moves with the
+// state; a copy starts without one but keeps the original's, so that the copy's first forward
+// has the ranks copy their parts of the original (the ranks refuse when the original has moved
+// on by then).
+struct StageRef {
+  std::shared_ptr<void> handle, parent;
+  StageRef() = default;
+  StageRef(const StageRef& o) : parent(o.handle ? o.handle : o.parent) {}
+  StageRef& operator=(const StageRef& o) {
+    if (this != &o) {
+      std::shared_ptr<void> p = o.handle ? o.handle : o.parent;
+      handle.reset();
+      parent = std::move(p);
+    }
+    return *this;
+  }
+  StageRef(StageRef&&) noexcept = default;
+  StageRef& operator=(StageRef&&) noexcept = default;
+};
+
 class SequenceState {
  public:
   SequenceState() = default;
@@ -156,9 +176,8 @@ class SequenceState {
   bool prompt_open() const { return dec_tokens < n_tokens; }
 
   // Set by a Transformer split into pipeline stages (forward/stage.h) at this state's first
-  // forward: names the state's parts on the other ranks, which are released when the last copy
-  // of the handle goes. Copies of a state share it (using both copies is refused by the ranks).
-  std::shared_ptr<void> stage_handle;
+  // forward: names the state's parts on the other ranks (released when it goes).
+  StageRef stage;
 
   // Zeroes every ring and marks them empty (window_from = n_tokens): what a prefix-cache unit
   // without the window restores to; Transformer::replay() refills them.

@@ -87,6 +87,14 @@ class Parity {
     std::printf("%s %s\n", failed_ == failed_before_ ? "ok" : "FAIL", label.c_str());
     failed_before_ = failed_;
   }
+  void copy(int from, int to) {  // a copy of a sequence's state takes index `to`
+    while (int(sa_.size()) <= to) {
+      sa_.push_back(split_.new_state());
+      sb_.push_back(local_.new_state());
+    }
+    sa_[size_t(to)] = sa_[size_t(from)];
+    sb_[size_t(to)] = sb_[size_t(from)];
+  }
   void release(int seq) {  // the sequence's state goes; a new one takes its index
     sa_[size_t(seq)] = split_.new_state();
     sb_[size_t(seq)] = local_.new_state();
@@ -127,6 +135,13 @@ void scenarios(Parity& p) {
   p.batch(
       "batch: decodes, a completing chunk",
       {{0, 1, E, true, Last}, {1, 30, C, true, Rep}, {3, 1, C, true, Last}, {2, 1, E, true, Last}});
+  p.copy(0, 5);
+  p.copy(5, 6);  // a copy of a copy that has not run yet
+  p.batch("batch: copies of a state beside it",
+          {{0, 1, E, true, Last}, {5, 1, E, true, Last}, {6, 3, C, true, Last}});
+  p.copy(1, 7);
+  p.batch("an original moves on before its copy runs", {{1, 1, C, true, Last}});
+  p.batch("the copy runs from the copied position", {{7, 2, C, true, Last}, {1, 1, C, true, Last}});
   for (int i = 0; i < 2; ++i)
     p.batch("batch: decodes", {{0, 1, E, true, Last},
                                {1, 1, C, true, Last},

@@ -35,6 +35,24 @@ grep -q "cut 2 (rank 0 -> 1): 10[0-9][0-9] bytes/token in 200 messages" "$WORK/l
   --out "$WORK/three.npy" --ranks 2>/dev/null
 check "logits --ranks, 3 ranks, automatic cuts" cmp -s "$WORK/one.npy" "$WORK/three.npy"
 
+# cedar bench --ranks: batched decode over two stages reports what each boundary carried
+"${MPI[@]}" -np 2 "$CEDAR_BIN" bench -m "$M" --prompt 32 --gen 4 --reps 1 --batch 1,2 \
+  --plans ced --bw-mib 16 --probe-passes 1 --json --ranks --stage-cuts 4 >"$WORK/bench.json" \
+  2>"$WORK/bench.err" || cat "$WORK/bench.err"
+check "bench --ranks" "$PY" - "$WORK/bench.json" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["ranks"]["count"] == 2 and j["ranks"]["layers"] == "0-3|4-6", j["ranks"]
+for b in j["batched_decode"]:
+    hops = b["rank_traffic"]
+    assert [(h["from_rank"], h["to_rank"]) for h in hops] == [(0, 1), (1, 0)], hops
+    # the stream of a decoded token at tiny's width: 4 copies x 128 bf16 + 4 fp32, plus framing
+    assert 1040 <= hops[0]["bytes_per_token"] < 1200, hops
+    # one micro-batch per rank in flight: a pass of 2 sequences sends two messages per boundary
+    assert hops[0]["messages"] == 4 * min(b["batch"], 2), hops
+    assert b["tokens_per_s"] > 0
+PYEOF
+
 # refusals: different checkpoints on the ranks, cuts that do not fit
 check "different checkpoints refuse" refuses "different checkpoints" "${MPI[@]}" \
   -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks : \

@@ -82,6 +82,7 @@ TEST(StageWire, RoundTripsAndRefusesShortMessages) {
   put_stream(w, c, h.data(), pre.data(), 1, 2);
   Call call;
   call.released = {4, 9};
+  call.copies = {{8, 7}};
   call.items.push_back({7, 12, {1, 2, 3}, 1, 0, 3});
   const std::vector<uint8_t> msg = w.take();
   WireReader r(msg);
@@ -102,6 +103,7 @@ TEST(StageWire, RoundTripsAndRefusesShortMessages) {
   EXPECT_EQ(back.released, call.released);
   ASSERT_EQ(back.items.size(), 1u);
   EXPECT_EQ(back.items[0].state_id, 7u);
+  EXPECT_EQ(back.copies, call.copies);
   EXPECT_EQ(back.items[0].first_pos, 12);
   EXPECT_EQ(back.items[0].ids, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(back.items[0].logits, 3);

@@ -20,6 +20,7 @@
 #include "app/commands.h"
 #include "app/line_reader.h"
 #include "app/load_model.h"
+#include "app/ranks.h"
 #include "app/read_file.h"
 #include "base/args.h"
 #include "base/progress.h"
@@ -167,9 +168,10 @@ struct RunConfig {
   int effort = 75;
   std::string cache_dir;  // "": no prefix cache
   runtime::PrefixCacheOptions cache;
-  bool prefetch = true;             // read the weights in after loading (load_model.h)
-  std::string speculative;          // "", "off" or "dspark" ("": dspark when the model has stages)
-  std::vector<std::string> images;  // --image files, in order
+  bool prefetch = true;              // read the weights in after loading (load_model.h)
+  std::string speculative;           // "", "off" or "dspark" ("": dspark when the model has stages)
+  std::vector<std::string> images;   // --image files, in order
+  std::shared_ptr<const Args> args;  // the parsed options (--ranks: app/ranks.h reads them)
 };
 
 // Parses the flags; every problem is a UsageError. Returns false for --help (usage printed).
@@ -197,45 +199,47 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   for (const auto& s : stops)
     if (s.empty()) throw UsageError("option --stop: the stop string must not be empty");
 
-  Args args(
-      "run",
-      {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
-       {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
-       {"file", "f", true, "one-shot prompt read from a file"},
-       {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},
-       {"ctx-size", "c", true, "context size, prompt + completion (default: model)"},
-       {"threads", "t", true, "worker threads (default: all cores)"},
-       {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
-       {"top-k", "", true, "top-k (default 40; 0 = off)"},
-       {"top-p", "", true, "top-p (default 0.95; 1 = off)"},
-       {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
-       {"seed", "s", true, "sampling seed (default 0)"},
-       {"stop", "", true, "stop string (repeatable)"},
-       {"image", "", true,
-        "an image file (PNG, JPEG, WebP, GIF) before the prompt's text (repeatable; "
-        "one-shot prompts)"},
-       {"think", "", true, "thinking on with reasoning effort 1..100 (default 75)"},
-       {"nothink", "", false, "thinking off"},
-       {"system", "", true, "system message"},
-       {"raw", "", false, "plain-text prompt (BOS + BPE), unparsed output"},
-       {"exact-prefill", "", false, "every layer on every prompt row (default: CED)"},
-       {"chunk", "", true, "prefill chunk size in tokens (default 512)"},
-       {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
-       {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
-       {"cache-window", "", false, "cache units keep the window (exact restore)"},
-       {"mem-budget", "", true, kMemBudgetHelp},
-       {"no-prefetch", "", false, "do not read the weights in ahead (pages load as they are used)"},
-       {"speculative", "", true,
-        "off | dspark: speculative decoding with the model's DSpark drafter, the "
-        "same tokens in fewer passes (default: dspark when the model has one)"},
-       {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
-       {"spec-confidence", "", true,
-        "verify drafts only up to the first with confidence below P (default 0)"},
-       {"spec-always", "", false,
-        "verify on every step even where passes emit fewer tokens per second than "
-        "plain steps (default: speculation pauses while it does not pay)"},
-       {"kernels", "", true, kKernelsHelp},
-       {"gguf-requant", "", false, kGgufRequantHelp}});
+  Args args("run",
+            with_rank_options(
+                {{"model", "m", true,
+                  "model directory or GGUF file (default: the embedded default model)"},
+                 {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
+                 {"file", "f", true, "one-shot prompt read from a file"},
+                 {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},
+                 {"ctx-size", "c", true, "context size, prompt + completion (default: model)"},
+                 {"threads", "t", true, "worker threads (default: all cores)"},
+                 {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
+                 {"top-k", "", true, "top-k (default 40; 0 = off)"},
+                 {"top-p", "", true, "top-p (default 0.95; 1 = off)"},
+                 {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
+                 {"seed", "s", true, "sampling seed (default 0)"},
+                 {"stop", "", true, "stop string (repeatable)"},
+                 {"image", "", true,
+                  "an image file (PNG, JPEG, WebP, GIF) before the prompt's text (repeatable; "
+                  "one-shot prompts)"},
+                 {"think", "", true, "thinking on with reasoning effort 1..100 (default 75)"},
+                 {"nothink", "", false, "thinking off"},
+                 {"system", "", true, "system message"},
+                 {"raw", "", false, "plain-text prompt (BOS + BPE), unparsed output"},
+                 {"exact-prefill", "", false, "every layer on every prompt row (default: CED)"},
+                 {"chunk", "", true, "prefill chunk size in tokens (default 512)"},
+                 {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
+                 {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
+                 {"cache-window", "", false, "cache units keep the window (exact restore)"},
+                 {"mem-budget", "", true, kMemBudgetHelp},
+                 {"no-prefetch", "", false,
+                  "do not read the weights in ahead (pages load as they are used)"},
+                 {"speculative", "", true,
+                  "off | dspark: speculative decoding with the model's DSpark drafter, the "
+                  "same tokens in fewer passes (default: dspark when the model has one)"},
+                 {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
+                 {"spec-confidence", "", true,
+                  "verify drafts only up to the first with confidence below P (default 0)"},
+                 {"spec-always", "", false,
+                  "verify on every step even where passes emit fewer tokens per second than "
+                  "plain steps (default: speculation pauses while it does not pay)"},
+                 {"kernels", "", true, kKernelsHelp},
+                 {"gguf-requant", "", false, kGgufRequantHelp}}));
   try {
     args.parse(int(rest.size()), rest.data());
   } catch (const std::exception& e) {
@@ -252,7 +256,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->engine.threads = int(int_flag(args, "threads", 0, 0, 4096, "between 0 and 4096"));
   rc->engine.kernels = args.get("kernels", "");
   rc->engine.gguf_requant = args.has("gguf-requant");
-  rc->prefetch = !args.has("no-prefetch");
+  // a rank reads its layers' pages as it uses them, not the whole checkpoint
+  rc->prefetch = !args.has("no-prefetch") && !args.has("ranks");
   try {
     (void)choose_kernels(rc->engine.kernels);
   } catch (const std::exception& e) {
@@ -319,6 +324,10 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     throw UsageError("--image needs a one-shot chat prompt (-p or -f, not --raw)");
   if (rc->raw && (args.has("think") || args.has("nothink") || args.has("system")))
     throw UsageError("--raw prompts use no chat template (--think/--nothink/--system)");
+  if (args.has("ranks") &&
+      (rc->speculative == "dspark" || !rc->cache_dir.empty() || !rc->images.empty()))
+    throw UsageError("--ranks runs text without --speculative dspark, --cache-dir or --image");
+  rc->args = std::make_shared<const Args>(args);
   return true;
 }
 
@@ -437,6 +446,16 @@ int cmd_run(int argc, char** argv) {
     return 2;
   }
   auto engine = load_engine(rc.engine, "cedar run", rc.prefetch);
+  std::unique_ptr<Ranks> ranks;
+  try {
+    ranks = Ranks::start(*rc.args, rc.engine.model_dir, engine->checkpoint(), engine->kernels(),
+                         version_string());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cedar run: error: %s\n", e.what());
+    return 1;
+  }
+  if (ranks && !ranks->attach(*engine)) return 0;  // another rank: served its layers
+  if (ranks) std::fprintf(stderr, "cedar run: %s\n", ranks->describe(engine->config()).c_str());
   std::fprintf(stderr, "cedar run: %s\n", describe_kernels(engine->kernels()).c_str());
   const bool has_drafter = engine->model().dspark() != nullptr;
   if (rc.speculative == "dspark" && !has_drafter) {
@@ -444,7 +463,8 @@ int cmd_run(int argc, char** argv) {
                  rc.engine.model_dir.c_str());
     return 2;
   }
-  rc.gen.speculative.enabled = rc.speculative.empty() ? has_drafter : rc.speculative == "dspark";
+  rc.gen.speculative.enabled =
+      rc.speculative.empty() ? has_drafter && !ranks : rc.speculative == "dspark";
   std::unique_ptr<runtime::PrefixCache> cache;
   if (!rc.cache_dir.empty()) cache = std::make_unique<runtime::PrefixCache>(*engine, rc.cache);
   // Ctrl-C cancels the running generation (checked between steps). No SA_RESTART: at the chat

@@ -14,6 +14,7 @@
 
 #include "app/commands.h"
 #include "app/load_model.h"
+#include "app/ranks.h"
 #include "base/args.h"
 #include "model/param_count.h"
 #include "runtime/engine.h"
@@ -78,55 +79,57 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
 int cmd_serve(int argc, char** argv) {
   Args args(
       "serve",
-      {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
-       {"host", "", true, "address to listen on (default 127.0.0.1)"},
-       {"port", "", true, "port (default 8080; 0: any free port, printed on start)"},
-       {"api-key", "", true,
-        "require this key (Authorization: Bearer / x-api-key); "
-        "default $CEDAR_API_KEY, none if unset"},
-       {"parallel", "", true,
-        "requests generated concurrently, decoded together in batched passes (default 8)"},
-       {"ctx-size", "c", true,
-        "context limit per request, prompt + completion "
-        "(default: the model's)"},
-       {"threads", "t", true, "worker threads for the forward (default: all cores)"},
-       {"model-name", "", true, "model id reported by /v1/models (default deepseek-v4-flash)"},
-       {"prefill-chunk", "", true, "prompt tokens per forward call of a prefill (default 128)"},
-       {"batch-rows", "", true, "token rows per batched forward pass (default 512)"},
-       {"max-queue", "", true, "waiting requests before 503 overloaded (default 256)"},
-       {"max-body", "", true, "request body limit in bytes (default 16777216)"},
-       {"max-tokens", "", true,
-        "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
-       {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
-       {"log-format", "", true,
-        "request log on stderr: text (default) or json (one object a line)"},
-       {"cors", "", true,
-        "allow browser calls from this origin (\"*\": any; default: no CORS headers)"},
-       {"http-threads", "", true,
-        "threads that run generation requests (default max(256, 4*parallel+16))"},
-       {"kernels", "", true, kKernelsHelp},
-       {"gguf-requant", "", false, kGgufRequantHelp},
-       {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
-       {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
-       {"cache-dir", "", true, "prefix cache disk directory (default: no disk tier)"},
-       {"cache-disk", "", true, "prefix cache disk budget in MiB (default 16384)"},
-       {"cache-interval", "", true, "disk unit every N prompt tokens (default 1024)"},
-       {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
-       {"mem-budget", "", true, kMemBudgetHelp},
-       {"kv-ram", "", true, kKvRamHelp},
-       {"no-prefetch", "", false,
-        "do not read the weights in before serving (pages load as they are used)"},
-       {"speculative", "", true,
-        "off | dspark: speculative decoding with the model's DSpark drafter (default: dspark "
-        "when the model has one)"},
-       {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
-       {"spec-confidence", "", true,
-        "verify drafts only up to the first with confidence below P (default 0)"},
-       {"spec-always", "", false,
-        "verify on every step even where passes emit fewer tokens per second than plain steps "
-        "(default: speculation pauses while it does not pay)"},
-       {"enable-test-hooks", "", false,
-        "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}});
+      with_rank_options(
+          {{"model", "m", true,
+            "model directory or GGUF file (default: the embedded default model)"},
+           {"host", "", true, "address to listen on (default 127.0.0.1)"},
+           {"port", "", true, "port (default 8080; 0: any free port, printed on start)"},
+           {"api-key", "", true,
+            "require this key (Authorization: Bearer / x-api-key); "
+            "default $CEDAR_API_KEY, none if unset"},
+           {"parallel", "", true,
+            "requests generated concurrently, decoded together in batched passes (default 8)"},
+           {"ctx-size", "c", true,
+            "context limit per request, prompt + completion "
+            "(default: the model's)"},
+           {"threads", "t", true, "worker threads for the forward (default: all cores)"},
+           {"model-name", "", true, "model id reported by /v1/models (default deepseek-v4-flash)"},
+           {"prefill-chunk", "", true, "prompt tokens per forward call of a prefill (default 128)"},
+           {"batch-rows", "", true, "token rows per batched forward pass (default 512)"},
+           {"max-queue", "", true, "waiting requests before 503 overloaded (default 256)"},
+           {"max-body", "", true, "request body limit in bytes (default 16777216)"},
+           {"max-tokens", "", true,
+            "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
+           {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
+           {"log-format", "", true,
+            "request log on stderr: text (default) or json (one object a line)"},
+           {"cors", "", true,
+            "allow browser calls from this origin (\"*\": any; default: no CORS headers)"},
+           {"http-threads", "", true,
+            "threads that run generation requests (default max(256, 4*parallel+16))"},
+           {"kernels", "", true, kKernelsHelp},
+           {"gguf-requant", "", false, kGgufRequantHelp},
+           {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
+           {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
+           {"cache-dir", "", true, "prefix cache disk directory (default: no disk tier)"},
+           {"cache-disk", "", true, "prefix cache disk budget in MiB (default 16384)"},
+           {"cache-interval", "", true, "disk unit every N prompt tokens (default 1024)"},
+           {"no-cache", "", false, "no prefix cache (slots still reuse their own state)"},
+           {"mem-budget", "", true, kMemBudgetHelp},
+           {"kv-ram", "", true, kKvRamHelp},
+           {"no-prefetch", "", false,
+            "do not read the weights in before serving (pages load as they are used)"},
+           {"speculative", "", true,
+            "off | dspark: speculative decoding with the model's DSpark drafter (default: dspark "
+            "when the model has one)"},
+           {"spec-tokens", "", true, "drafted tokens verified per pass (default 5)"},
+           {"spec-confidence", "", true,
+            "verify drafts only up to the first with confidence below P (default 0)"},
+           {"spec-always", "", false,
+            "verify on every step even where passes emit fewer tokens per second than plain steps "
+            "(default: speculation pauses while it does not pay)"},
+           {"enable-test-hooks", "", false,
+            "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}}));
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -152,6 +155,13 @@ int cmd_serve(int argc, char** argv) {
   if (cfg.test_hooks)
     std::fprintf(stderr,
                  "cedar serve: test hooks enabled (cedar_test_output); not for production\n");
+  // --ranks: rank 0 serves HTTP; the other ranks load the model and serve their layers
+  auto ranks = Ranks::join(args);
+  const bool front = !ranks || ranks->rank() == 0;
+  if (ranks && (args.get("speculative", "") == "dspark" || args.has("cache-dir")))
+    throw std::runtime_error(
+        "--ranks: --speculative dspark and --cache-dir (whose units restore by replay) need one "
+        "process");
 
   // Signals are taken by one thread (sigwait) so that shutdown runs outside a signal handler.
   sigset_t sigs;
@@ -173,13 +183,14 @@ int cmd_serve(int argc, char** argv) {
   const int http_threads =
       int(positive(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
   server::HttpServer http(metrics, cfg, http_threads);
-  const int bound = http.bind(host, port);
+  const int bound = front ? http.bind(host, port) : 0;
   const std::string model_dir = model_dir_or_default(args);
   std::printf("cedar serve: bound http://%s:%d, loading %s\n", host.c_str(), bound,
               model_dir.c_str());
   std::fflush(stdout);
   bool listen_ok = true;
-  std::thread listener([&] { listen_ok = http.listen(); });
+  std::thread listener;
+  if (front) listener = std::thread([&] { listen_ok = http.listen(); });
   std::atomic<server::Scheduler*> running{nullptr};
   std::atomic<bool> stopping{false}, exiting{false};
   std::thread sig_thread([&] {
@@ -223,7 +234,13 @@ int cmd_serve(int argc, char** argv) {
   const bool use_cache = !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
   eo.memory =
       memory_request(args, parallel, so.ctx_size, use_cache ? cache_ram << 20 : 0, so.batch_rows);
-  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch"));
+  // a rank reads its layers' pages as it uses them, not the whole checkpoint
+  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch") && !ranks);
+  if (ranks) {
+    ranks->check(args, model_dir, engine->checkpoint(), engine->kernels(), version_string());
+    if (!ranks->attach(*engine)) return 0;  // another rank: served its layers until rank 0 ended
+    std::fprintf(stderr, "cedar serve: %s\n", ranks->describe(engine->config()).c_str());
+  }
   if (engine->memory_plan().kv_shared) so.kv_pool = engine->memory_plan().kv;
 
   const std::string spec = args.get("speculative", "");
@@ -232,7 +249,7 @@ int cmd_serve(int argc, char** argv) {
   const bool drafter = engine->model().dspark() != nullptr;
   if (spec == "dspark" && !drafter)
     throw std::runtime_error("--speculative dspark: " + model_dir + " has no DSpark stages");
-  so.speculative.enabled = spec.empty() ? drafter : spec == "dspark";
+  so.speculative.enabled = spec.empty() ? drafter && !ranks : spec == "dspark";
   so.speculative.spec_tokens = int(positive(args, "spec-tokens", 0, 64));
   so.speculative.min_confidence = args.get_double("spec-confidence", 0.0);
   so.speculative.payoff_gate = !args.has("spec-always");

@@ -39,9 +39,7 @@ void layer_weight_bytes(const Checkpoint& ckpt, std::vector<uint64_t>& layers, u
   for (const auto& [name, b] : ckpt.block_weights()) add(name, b.nbytes);
 }
 
-std::unique_ptr<Ranks> Ranks::start(const Args& args, const std::string& model_dir,
-                                    const Checkpoint& ckpt, const KernelTable& kernels,
-                                    const std::string& version) {
+std::unique_ptr<Ranks> Ranks::join(const Args& args) {
   if (!args.has("ranks")) {
     if (args.has("stage-cuts") || args.has("rank-timeout"))
       throw std::runtime_error("--stage-cuts and --rank-timeout need --ranks");
@@ -52,16 +50,29 @@ std::unique_ptr<Ranks> Ranks::start(const Args& args, const std::string& model_d
     throw std::runtime_error("--rank-timeout must be a number of seconds in (0, 86400]");
   auto r = std::unique_ptr<Ranks>(new Ranks);
   r->link_ = std::make_unique<dist::MpiLink>(timeout);
+  return r;
+}
+
+std::unique_ptr<Ranks> Ranks::start(const Args& args, const std::string& model_dir,
+                                    const Checkpoint& ckpt, const KernelTable& kernels,
+                                    const std::string& version) {
+  auto r = join(args);
+  if (r) r->check(args, model_dir, ckpt, kernels, version);
+  return r;
+}
+
+void Ranks::check(const Args& args, const std::string& model_dir, const Checkpoint& ckpt,
+                  const KernelTable& kernels, const std::string& version) {
   // the same checkpoint, kernels and build on every rank, or no rank starts
   const std::string kname(kernels.name);
   const std::string id = fingerprint_hex(model_fingerprint(model_dir, {}, kname)) + " kernels " +
                          kname + ", cedar " + version;
-  const std::vector<std::string> all = r->link_->allgather(id);
+  const std::vector<std::string> all = link_->allgather(id);
   std::string diff;
   for (size_t k = 1; k < all.size(); ++k)
     if (all[k] != all[0]) diff += "; rank " + std::to_string(k) + ": " + all[k];
   if (!diff.empty()) {
-    r->link_->forget_workers();
+    link_->forget_workers();
     throw std::runtime_error(
         "--ranks: the ranks hold different checkpoints, kernels or cedar "
         "versions (rank 0: " +
@@ -69,14 +80,13 @@ std::unique_ptr<Ranks> Ranks::start(const Args& args, const std::string& model_d
   }
   const ModelConfig& cfg = ckpt.config();
   if (args.has("stage-cuts")) {
-    r->split_ = StageSplit::parse(args.get("stage-cuts"), cfg.num_hidden_layers, r->size());
+    split_ = StageSplit::parse(args.get("stage-cuts"), cfg.num_hidden_layers, size());
   } else {
     std::vector<uint64_t> layers;
     uint64_t other = 0;
     layer_weight_bytes(ckpt, layers, other);
-    r->split_ = StageSplit::by_bytes(layers, other, r->size());
+    split_ = StageSplit::by_bytes(layers, other, size());
   }
-  return r;
 }
 
 bool Ranks::attach(runtime::Engine& engine) {

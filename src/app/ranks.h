@@ -31,6 +31,11 @@ class Ranks {
   static std::unique_ptr<Ranks> start(const Args& args, const std::string& model_dir,
                                       const Checkpoint& ckpt, const KernelTable& kernels,
                                       const std::string& version);
+  // start() in two steps, for a command that must know its rank before it loads the model
+  // (cedar serve: only rank 0 listens): join() the job (nullptr without --ranks), then check().
+  static std::unique_ptr<Ranks> join(const Args& args);
+  void check(const Args& args, const std::string& model_dir, const Checkpoint& ckpt,
+             const KernelTable& kernels, const std::string& version);
   int rank() const { return link_->rank(); }
   int size() const { return link_->size(); }
   const StageSplit& split() const { return split_; }

@@ -348,10 +348,7 @@ void Transformer::plan(BatchItem& it, Member& mb) const {
   }
   check_window(st, p0, 0);
   if (ced && completes) check_window(st, s_rep, truncated ? s_rep : 0);
-  if (split() && (opt.keep_undo || opt.dspark_seed || !opt.images.empty() || !st.images.empty()))
-    throw std::runtime_error(
-        "forward: a model split into pipeline stages runs text without speculation (no DSpark "
-        "seeding, undo log or image)");
+  if (split()) check_stage_item(it);
   if (opt.keep_undo && (st.prompt_open() || !completes || n > W))
     throw std::runtime_error("forward: an undo log covers a call of at most " + std::to_string(W) +
                              " rows on a closed prompt (" + std::to_string(n) + " rows given)");
@@ -383,68 +380,12 @@ void Transformer::forward_batch(std::span<BatchItem> items) const {
       it.error = std::current_exception();
     }
   }
-  if (!split()) {
-    int step = 0;
-    if (!mem.empty()) run_members(mem, step, nullptr);
+  if (split()) {
+    run_split(items, mem);
     return;
   }
-  // pipeline stages: every rank takes part in the exchange of a call, also when it fails here
-  // (the others would wait for it); a failed call leaves the ranks' states apart for good
-  if (!broken_.empty()) throw std::runtime_error("pipeline stages: " + broken_);
-  if (rank_ > 0 && mem.size() != items.size()) {
-    std::string why = "rank " + std::to_string(rank_) + " refused an item of the call";
-    for (BatchItem& it : items)
-      if (it.error) try {
-          std::rethrow_exception(it.error);
-        } catch (const std::exception& e) {
-          why += std::string(": ") + e.what();
-          break;
-        }
-    broken_ = why;
-    fail_call(why, 0);
-  }
-  if (mem.empty()) return;
-  if (rank_ > 0) {
-    int step = 0;
-    try {
-      run_members(mem, step, nullptr);
-    } catch (const std::exception& e) {
-      const std::string why = name_error(e);
-      if (broken_.empty()) broken_ = why;
-      if (step < 2) fail_call(why, step);
-      throw std::runtime_error(why);
-    }
-    return;
-  }
-  // rank 0: the batch's sequences in up to one micro-batch per rank, every one launched before
-  // the first is finished, so that the stages work on different micro-batches at once
-  const std::vector<std::span<Member>> groups = micro_batches(mem, split_.ranks());
-  name_states(mem);
-  std::vector<Tail> tails(groups.size());
-  size_t launched = 0;
-  int failed_step = 0;
-  std::string why;
-  for (; launched < groups.size(); ++launched) {
-    int step = 0;
-    try {
-      announce(groups[launched], launched == 0);
-      run_members(groups[launched], step, &tails[launched]);
-    } catch (const std::exception& e) {
-      why = name_error(e);
-      failed_step = step;
-      break;
-    }
-  }
-  // the launched ones come round first (the ring keeps the order), then a failure's error
-  for (size_t g = 0; g < launched; ++g) try {
-      finish(tails[g]);
-    } catch (const std::exception& e) {
-      if (why.empty()) why = name_error(e);
-    }
-  if (why.empty()) return;
-  if (broken_.empty()) broken_ = why;
-  if (launched < groups.size() && failed_step < 2) fail_call(why, failed_step);
-  throw std::runtime_error(why);
+  int step = 0;
+  if (!mem.empty()) run_members(mem, step, nullptr);
 }
 
 void Transformer::run_members(std::span<Member> mem, int& stage_step, Tail* defer) const {

@@ -19,6 +19,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -134,6 +135,8 @@ class Transformer {
   // throws.
   void set_stage(const StageSplit& split, StageLink* link);
   const StageSplit* stage() const { return link_ ? &split_ : nullptr; }
+  // Why the split stopped working ("": it works, or the model is not split). Thread-safe.
+  std::string stage_error() const;
   // Ranks > 0: one call announced by rank 0 against the states this rank keeps by id (the
   // call's copies are made, then its released ids dropped; a new id at position 0 starts a
   // state). Throws after taking part in the exchange when the call cannot run here.
@@ -261,13 +264,18 @@ class Transformer {
   // the call: it takes part in the exchange with an error (rank 0: waits for it to come round)
   // and throws `why`.
   [[noreturn]] void fail_call(const std::string& why, int stage_step) const;
-  void name_states(std::span<Member> mem) const;  // rank 0: ids for new states and copies
+  // the split's forward_batch after the checks (transformer_stage.cpp)
+  void run_split(std::span<BatchItem> items, std::vector<Member>& mem) const;
+  void check_stage_item(const BatchItem& it) const;  // plan()'s checks of a split model
+  void name_states(std::span<Member> mem) const;     // rank 0: ids for new states and copies
   void announce(std::span<Member> mem, bool first) const;
   void send_hop(int cut, const Stream& s, std::span<Member> mem, bool decoder) const;
   void recv_hop(int cut, Stream& s, std::span<Member> mem, bool decoder) const;
   std::vector<HopMember> hop_members(std::span<Member> mem, bool decoder) const;
   void check_hop(WireReader& r) const;  // a hop's status; throws what another rank reported
-  std::string name_error(const std::exception& e) const;  // "rank N: ..." unless it names one
+  std::string name_error(const std::exception& e) const;
+  void set_broken(const std::string& why)
+      const;  // the first failure stays  // "rank N: ..." unless it names one
   // rank 0: contiguous groups of about equal rows, at most `most`
   std::vector<std::span<Member>> micro_batches(std::span<Member> mem, int most) const;
   void send_final(const Stream& d, std::span<const Want> wants) const;  // the last rank's
@@ -294,6 +302,7 @@ class Transformer {
   mutable uint64_t next_state_id_ = 1;
   std::shared_ptr<ReleasedStates> released_;
   mutable std::vector<Call::Copy> copies_;  // announced with the next call
+  mutable std::mutex broken_mu_;            // broken_ is read by other threads (stage_error)
   mutable std::string broken_;              // why the split stopped working ("": it works)
   Dumper dump_;
 };

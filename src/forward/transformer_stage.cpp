@@ -23,6 +23,7 @@ namespace {
 
 struct StageHandle {
   uint64_t id = 0;
+  int64_t at = 0;  // the position the ranks hold the state at
   std::shared_ptr<ReleasedStates> released;
   ~StageHandle() {
     std::lock_guard<std::mutex> g(released->mu);
@@ -94,6 +95,7 @@ void Transformer::name_states(std::span<Member> mem) const {
   auto fresh = [&](SequenceState& st, uint64_t from) {
     auto h = std::make_shared<StageHandle>();
     h->id = next_state_id_++;
+    h->at = st.n_tokens;
     h->released = released_;
     if (from) copies_.push_back({h->id, from});
     st.stage.handle = h;
@@ -129,6 +131,99 @@ void Transformer::recv_hop(int cut, Stream& s, std::span<Member> mem, bool decod
   const std::vector<HopMember> hm = hop_members(mem, decoder);
   unpack_hop(r, cfg_, cut, hm);
   if (!r.done()) throw std::runtime_error("pipeline: a message from another rank is malformed");
+}
+
+// Every rank takes part in the exchange of a call, also when it fails here (the others would
+// wait for it); a failed call leaves the ranks' states apart for good.
+void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem) const {
+  if (const std::string b = stage_error(); !b.empty())
+    throw std::runtime_error("pipeline stages: " + b);
+  if (rank_ > 0 && mem.size() != items.size()) {
+    std::string why = "rank " + std::to_string(rank_) + " refused an item of the call";
+    for (BatchItem& it : items)
+      if (it.error) try {
+          std::rethrow_exception(it.error);
+        } catch (const std::exception& e) {
+          why += std::string(": ") + e.what();
+          break;
+        }
+    set_broken(why);
+    fail_call(why, 0);
+  }
+  if (mem.empty()) return;
+  if (rank_ > 0) {
+    int step = 0;
+    try {
+      run_members(mem, step, nullptr);
+    } catch (const std::exception& e) {
+      const std::string why = name_error(e);
+      set_broken(why);
+      if (step < 2) fail_call(why, step);
+      throw std::runtime_error(why);
+    }
+    return;
+  }
+  // rank 0: the batch's sequences in up to one micro-batch per rank, every one launched before
+  // the first is finished, so that the stages work on different micro-batches at once
+  const std::vector<std::span<Member>> groups = micro_batches(mem, split_.ranks());
+  name_states(mem);
+  std::vector<Tail> tails(groups.size());
+  size_t launched = 0;
+  int failed_step = 0;
+  std::string why;
+  for (; launched < groups.size(); ++launched) {
+    int step = 0;
+    try {
+      announce(groups[launched], launched == 0);
+      run_members(groups[launched], step, &tails[launched]);
+    } catch (const std::exception& e) {
+      why = name_error(e);
+      failed_step = step;
+      break;
+    }
+  }
+  // the launched ones come round first (the ring keeps the order), then a failure's error
+  for (size_t g = 0; g < launched; ++g) try {
+      finish(tails[g]);
+    } catch (const std::exception& e) {
+      if (why.empty()) why = name_error(e);
+    }
+  if (why.empty()) {
+    for (Member& m : mem)  // where the ranks now hold each state
+      static_cast<StageHandle*>(m.it->state->stage.handle.get())->at = m.it->state->n_tokens;
+    return;
+  }
+  set_broken(why);
+  if (launched < groups.size() && failed_step < 2) fail_call(why, failed_step);
+  throw std::runtime_error(why);
+}
+
+void Transformer::check_stage_item(const BatchItem& it) const {
+  const ForwardOptions& opt = it.opt;
+  const SequenceState& st = *it.state;
+  if (opt.keep_undo || opt.dspark_seed || !opt.images.empty() || !st.images.empty())
+    throw std::runtime_error(
+        "forward: a model split into pipeline stages runs text without speculation (no DSpark "
+        "seeding, undo log or image)");
+  if (rank_ != 0) return;
+  // the ranks hold a state (or a copy's original) where its last forward left it: a state
+  // truncated or restored on rank 0 since cannot continue there
+  const std::shared_ptr<void>& h = st.stage.handle ? st.stage.handle : st.stage.parent;
+  if (h && static_cast<const StageHandle*>(h.get())->at != st.n_tokens)
+    throw std::runtime_error(
+        "forward: this state was truncated or restored since its last forward; on a model split "
+        "into pipeline stages a state continues only from where a forward left it (start a new "
+        "one)");
+}
+
+std::string Transformer::stage_error() const {
+  std::lock_guard<std::mutex> g(broken_mu_);
+  return broken_;
+}
+
+void Transformer::set_broken(const std::string& why) const {
+  std::lock_guard<std::mutex> g(broken_mu_);
+  if (broken_.empty()) broken_ = why;
 }
 
 std::string Transformer::name_error(const std::exception& e) const {
@@ -198,9 +293,10 @@ void Transformer::run_announced(const Call& call, std::map<uint64_t, SequenceSta
   for (const auto& [copy, original] : call.copies) {
     const auto from = states.find(original);
     if (from == states.end()) {
-      broken_ = "rank " + std::to_string(rank_) + " holds no state " + std::to_string(original) +
-                " to copy";
-      fail_call(broken_, 0);
+      const std::string why = "rank " + std::to_string(rank_) + " holds no state " +
+                              std::to_string(original) + " to copy";
+      set_broken(why);
+      fail_call(why, 0);
     }
     states.insert_or_assign(copy, from->second);
   }
@@ -212,10 +308,12 @@ void Transformer::run_announced(const Call& call, std::map<uint64_t, SequenceSta
     auto at = states.find(ci.state_id);
     if (at == states.end()) {
       if (ci.first_pos != 0) {
-        broken_ = "rank " + std::to_string(rank_) + " holds no state " +
-                  std::to_string(ci.state_id) + " at position " + std::to_string(ci.first_pos) +
-                  " (a truncated or restored state cannot be used across ranks)";
-        fail_call(broken_, 0);
+        const std::string why = "rank " + std::to_string(rank_) + " holds no state " +
+                                std::to_string(ci.state_id) + " at position " +
+                                std::to_string(ci.first_pos) +
+                                " (a truncated or restored state cannot be used across ranks)";
+        set_broken(why);
+        fail_call(why, 0);
       }
       at = states.emplace(ci.state_id, new_state()).first;
     }

@@ -307,6 +307,12 @@ void HttpServer::routes() {
       send_json(res, 503, {{"status", "loading"}, {"model", cfg_.model_name}});
       return;
     }
+    // a model split over MPI ranks whose exchange failed: every completion fails (the server
+    // stays up to say so)
+    if (const std::string err = engine().model().stage_error(); !err.empty()) {
+      send_json(res, 503, {{"status", "error"}, {"model", cfg_.model_name}, {"error", err}});
+      return;
+    }
     send_json(res, 200,
               {{"status", "ok"},
                {"model", cfg_.model_name},

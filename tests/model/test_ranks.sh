@@ -53,6 +53,64 @@ for b in j["batched_decode"]:
     assert b["tokens_per_s"] > 0
 PYEOF
 
+# cedar run --ranks: the same greedy text as one process
+RUN=(run -m "$M" --raw -p "The ranks of a pipeline" -n 12 --temp 0 --kernels ref)
+"$CEDAR_BIN" "${RUN[@]}" >"$WORK/run1.txt" 2>/dev/null
+"${MPI[@]}" -np 2 "$CEDAR_BIN" "${RUN[@]}" --ranks --stage-cuts 5 >"$WORK/run2.txt" 2>/dev/null
+check "run --ranks = one process" cmp "$WORK/run1.txt" "$WORK/run2.txt"
+check "run --ranks printed text" test -s "$WORK/run2.txt"
+
+# cedar serve --ranks: rank 0 answers HTTP; greedy answers equal one process's, alone and two at
+# once (one batched pass of two sequences = two micro-batches in flight)
+wait_port() {  # wait_port LOG: the port of a server once it listens
+  local p
+  for _ in $(seq 600); do
+    p=$(grep -o "listening on http://127.0.0.1:[0-9]*" "$1" 2>/dev/null | grep -o "[0-9]*$" || true)
+    if [ -n "$p" ]; then echo "$p"; return 0; fi
+    sleep 0.1
+  done
+  cat "$1" >&2
+  return 1
+}
+ask() {  # ask PORT WORD: a greedy chat completion's content (or the error body)
+  curl -s -m 60 "http://127.0.0.1:$1/v1/chat/completions" -H 'content-type: application/json' \
+    -d '{"model":"m","messages":[{"role":"user","content":"Say '"$2"'"}],"max_tokens":12,"temperature":0}'
+}
+answers() {  # answers PORT OUT: one request alone, then two at once
+  ask "$1" hello >"$2.a"
+  ask "$1" yes >"$2.b" &
+  local other=$!
+  ask "$1" no >"$2.c"
+  wait "$other"
+  cat "$2.a" "$2.b" "$2.c" | "$PY" -c '
+import json, sys
+for line in sys.stdin.read().replace("}{", "}\n{").splitlines():
+    print(json.loads(line)["choices"][0]["message"]["content"])' >"$2"
+}
+SERVE=(serve -m "$M" --port 0 --kernels ref --parallel 2 --no-cache)
+"$CEDAR_BIN" "${SERVE[@]}" >"$WORK/s1.log" 2>&1 &
+s1=$!
+answers "$(wait_port "$WORK/s1.log")" "$WORK/one.txt"
+kill -TERM "$s1"; wait "$s1" || true
+"${MPI[@]}" -np 2 "$CEDAR_BIN" "${SERVE[@]}" --ranks --stage-cuts 3 --rank-timeout 3 \
+  >"$WORK/s2.log" 2>&1 &
+s2=$!
+P2=$(wait_port "$WORK/s2.log")
+answers "$P2" "$WORK/two.txt"
+check "serve --ranks answers = one process" cmp "$WORK/one.txt" "$WORK/two.txt"
+check "serve --ranks logs the split" grep -q "2 ranks, layers 0-2|3-6" "$WORK/s2.log"
+# a rank that hangs: the request fails naming it, the server stays up and says so
+stopped=""
+for p in $(pgrep -f "serve -m $M" || true); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && kill -STOP "$p" && stopped=$p
+done
+check "a hung rank fails the request" grep -q "no answer from rank 1" <(ask "$P2" hello)
+check "later requests fail too" grep -q "pipeline stages" <(ask "$P2" again)
+check "/health reports it" grep -q '"status":"error"' <(curl -s -m 10 "http://127.0.0.1:$P2/health")
+[ -n "$stopped" ] && kill -KILL "$stopped" 2>/dev/null || true
+kill -TERM "$s2" 2>/dev/null || true
+wait "$s2" || true
+
 # refusals: different checkpoints on the ranks, cuts that do not fit
 check "different checkpoints refuse" refuses "different checkpoints" "${MPI[@]}" \
   -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks : \

@@ -16,14 +16,6 @@ namespace {
 
 enum Tag : int { kHop = 1, kCall = 2, kStop = 3, kTraffic = 4 };
 
-void check(int rc, const char* what) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  MPI_Error_string(rc, text, &len);
-  throw std::runtime_error(std::string("MPI ") + what + ": " + std::string(text, size_t(len)));
-}
-
 // Polling with back-off: spins (yielding) for the first ~100 us, then sleeps growing to 50 us.
 // (Measured on `cedar bench --ranks`, small preset, 2 ranks x 1 thread: a 500 us cap cost a single
 // stream 154 -> 120 tok/s; a hop wakes up to one sleep late.)
@@ -49,21 +41,6 @@ class Poll {
   double timeout_s_;
   int sleep_us_ = 10;
 };
-
-// Waits for req until it completes (true) or the deadline passes (false: req cancelled).
-bool wait_for(MPI_Request& req, double timeout_s, const char* what) {
-  Poll poll(timeout_s);
-  for (;;) {
-    int done = 0;
-    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
-    if (done) return true;
-    if (!poll.wait()) {
-      MPI_Cancel(&req);
-      MPI_Request_free(&req);
-      return false;
-    }
-  }
-}
 
 }  // namespace
 
@@ -95,9 +72,32 @@ MpiLink::~MpiLink() {
   if (owns_mpi_) MPI_Finalize();
 }
 
+void MpiLink::check(int rc, const char* what) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail(std::string("MPI ") + what + ": " + std::string(text, size_t(len)));
+}
+
+bool MpiLink::wait_for(void* request, const char* what) {
+  MPI_Request& req = *static_cast<MPI_Request*>(request);
+  Poll poll(timeout_s_);
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return true;
+    if (!poll.wait()) {
+      MPI_Cancel(&req);
+      MPI_Request_free(&req);
+      return false;
+    }
+  }
+}
+
 void MpiLink::fail(const std::string& why) {
   failed_ = true;
-  throw std::runtime_error(why);
+  throw StageLinkError(why);
 }
 
 void MpiLink::send_tagged(int to, int tag, const std::vector<uint8_t>& msg) {
@@ -187,7 +187,7 @@ std::vector<std::string> MpiLink::allgather(const std::string& text) {
   MPI_Request req;
   check(MPI_Iallgather(&n, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req),
         "start-up check");
-  if (!wait_for(req, timeout_s_, "start-up check")) fail(late);
+  if (!wait_for(&req, "start-up check")) fail(late);
   std::vector<int> offs(static_cast<size_t>(size_));
   int total = 0;
   for (int r = 0; r < size_; ++r) {
@@ -198,7 +198,7 @@ std::vector<std::string> MpiLink::allgather(const std::string& text) {
   check(MPI_Iallgatherv(text.data(), n, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR,
                         MPI_COMM_WORLD, &req),
         "start-up check");
-  if (!wait_for(req, timeout_s_, "start-up check")) fail(late);
+  if (!wait_for(&req, "start-up check")) fail(late);
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r)
     out.push_back(all.substr(size_t(offs[size_t(r)]), size_t(lens[size_t(r)])));

@@ -63,12 +63,15 @@ class MpiLink final : public StageLink {
   void send_tagged(int to, int tag, const std::vector<uint8_t>& msg);
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 0;
+  // A failed MPI call or deadline: the link is down for good (StageLinkError).
   [[noreturn]] void fail(const std::string& why);
+  void check(int rc, const char* what);
+  // Waits for an MPI_Request until it completes (true) or the deadline passes (false: cancelled).
+  bool wait_for(void* request, const char* what);
   void take_in_hops();  // hops that arrived, into taken_ (a send's wait)
-  std::map<int, std::deque<std::vector<uint8_t>>>
-      taken_;  // by source, in arrival order  // a dead or hung rank: no clean end
+  std::map<int, std::deque<std::vector<uint8_t>>> taken_;  // by source, in arrival order
   bool stopped_ = false;
-  bool failed_ = false;
+  bool failed_ = false;  // a dead or hung rank: no clean end
   Sent sent_;
   bool owns_mpi_ = false;
 };

@@ -187,4 +187,11 @@ class RemoteStageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The link itself failed (a rank died or hangs, or the transport broke): no further exchange is
+// tried, since each would wait out the link's deadline again.
+class StageLinkError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace cedar

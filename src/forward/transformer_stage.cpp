@@ -158,7 +158,7 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
     } catch (const std::exception& e) {
       const std::string why = name_error(e);
       set_broken(why);
-      if (step < 2) fail_call(why, step);
+      if (step < 2 && !dynamic_cast<const StageLinkError*>(&e)) fail_call(why, step);
       throw std::runtime_error(why);
     }
     return;
@@ -171,6 +171,7 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
   size_t launched = 0;
   int failed_step = 0;
   std::string why;
+  bool link_down = false;  // then nothing more is exchanged: each try would wait out the deadline
   for (; launched < groups.size(); ++launched) {
     int step = 0;
     try {
@@ -179,14 +180,16 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
     } catch (const std::exception& e) {
       why = name_error(e);
       failed_step = step;
+      link_down = dynamic_cast<const StageLinkError*>(&e) != nullptr;
       break;
     }
   }
   // the launched ones come round first (the ring keeps the order), then a failure's error
-  for (size_t g = 0; g < launched; ++g) try {
+  for (size_t g = 0; g < launched && !link_down; ++g) try {
       finish(tails[g]);
     } catch (const std::exception& e) {
       if (why.empty()) why = name_error(e);
+      link_down = dynamic_cast<const StageLinkError*>(&e) != nullptr;
     }
   if (why.empty()) {
     for (Member& m : mem)  // where the ranks now hold each state
@@ -194,7 +197,7 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
     return;
   }
   set_broken(why);
-  if (launched < groups.size() && failed_step < 2) fail_call(why, failed_step);
+  if (launched < groups.size() && failed_step < 2 && !link_down) fail_call(why, failed_step);
   throw std::runtime_error(why);
 }
 

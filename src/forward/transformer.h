@@ -129,11 +129,15 @@ class Transformer {
   // ranks and returns its logits; the other ranks run the calls it announces (run_announced).
   // Exact in every mode: the logits equal the one-process ones bit for bit. Not with DSpark
   // seeding, undo logs, images or replay (refused). A batch of several sequences runs as up to
-  // one micro-batch per rank, all in flight at once (pipelining). Copies of a state work (the
+  // one micro-batch per rank, all in flight at once (pipelining); a lone item that wants no
+  // logits, the last row or CED's decoder rows runs as sub_chunk_count sub-chunks, likewise
+  // (chunked prefill equals one shot). Copies of a state work (the
   // ranks copy their parts at the copy's first forward). Call before any forward; `link` must
   // outlive this. After a failed exchange (a rank died, hung or refused) every later forward
   // throws.
   void set_stage(const StageSplit& split, StageLink* link);
+  // How many sub-chunks a lone item of `rows` rows runs as (1: not cut); ced: a CED call.
+  int sub_chunk_count(int rows, bool ced) const;
   const StageSplit* stage() const { return link_ ? &split_ : nullptr; }
   // Why the split stopped working ("": it works, or the model is not split). Thread-safe.
   std::string stage_error() const;
@@ -273,11 +277,14 @@ class Transformer {
   void recv_hop(int cut, Stream& s, std::span<Member> mem, bool decoder) const;
   std::vector<HopMember> hop_members(std::span<Member> mem, bool decoder) const;
   void check_hop(WireReader& r) const;  // a hop's status; throws what another rank reported
-  std::string name_error(const std::exception& e) const;
-  void set_broken(const std::string& why)
-      const;  // the first failure stays  // "rank N: ..." unless it names one
+  std::string name_error(const std::exception& e) const;  // "rank N: ..." unless it names one
+  void set_broken(const std::string& why) const;          // the first failure stays
   // rank 0: contiguous groups of about equal rows, at most `most`
   std::vector<std::span<Member>> micro_batches(std::span<Member> mem, int most) const;
+  // rank 0: a lone item as up to one sub-chunk per rank (empty: not cut, see set_stage), and
+  // the item's result after them
+  std::vector<BatchItem> sub_chunks(const Member& m) const;
+  void join_sub_chunks(BatchItem& it, const std::vector<BatchItem>& subs) const;
   void send_final(const Stream& d, std::span<const Want> wants) const;  // the last rank's
   void finish(Tail& t) const;  // rank 0: receives a call's wanted rows and runs the head
 

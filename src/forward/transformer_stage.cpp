@@ -5,6 +5,7 @@
 // rank 0. A rank that cannot run its part sends an error round instead, so that no rank waits
 // for it; the error reaches rank 0, which throws it.
 #include <algorithm>
+#include <deque>
 #include <mutex>
 
 #include "forward/transformer.h"
@@ -30,6 +31,10 @@ struct StageHandle {
     released->ids.push_back(id);
   }
 };
+
+StageHandle* handle_of(const std::shared_ptr<void>& h) {
+  return static_cast<StageHandle*>(h.get());
+}
 
 void put_ok(WireWriter& w) { w.put<uint8_t>(1); }
 
@@ -75,7 +80,7 @@ void Transformer::announce(std::span<Member> mem, bool first) const {
     const SequenceState& st = *m.it->state;
     const BatchItem& it = *m.it;
     CallItem ci;
-    ci.state_id = static_cast<const StageHandle*>(st.stage.handle.get())->id;
+    ci.state_id = handle_of(st.stage.handle)->id;
     ci.first_pos = it.first_pos;
     ci.ids.assign(it.ids, it.ids + it.n);
     ci.mode = uint8_t(it.opt.mode);
@@ -100,16 +105,13 @@ void Transformer::name_states(std::span<Member> mem) const {
     if (from) copies_.push_back({h->id, from});
     st.stage.handle = h;
   };
-  auto id_of = [](const std::shared_ptr<void>& h) {
-    return static_cast<const StageHandle*>(h.get())->id;
-  };
   for (Member& m : mem) {
     SequenceState& st = *m.it->state;
     if (!st.stage.handle) {
-      fresh(st, st.stage.parent ? id_of(st.stage.parent) : 0);
+      fresh(st, st.stage.parent ? handle_of(st.stage.parent)->id : 0);
       st.stage.parent.reset();
     } else if (st.stage.handle.use_count() > 1) {
-      fresh(st, id_of(st.stage.handle));
+      fresh(st, handle_of(st.stage.handle)->id);
     }
   }
 }
@@ -163,20 +165,31 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
     }
     return;
   }
-  // rank 0: the batch's sequences in up to one micro-batch per rank, every one launched before
-  // the first is finished, so that the stages work on different micro-batches at once
-  const std::vector<std::span<Member>> groups = micro_batches(mem, split_.ranks());
+  // rank 0: the batch's sequences in up to one micro-batch per rank -- or a lone long item in
+  // up to one sub-chunk per rank -- every one launched before the first is finished, so that the
+  // stages work on different micro-batches at once
+  std::vector<BatchItem> subs = mem.size() == 1 ? sub_chunks(mem[0]) : std::vector<BatchItem>{};
+  std::deque<Member> sub_mem;  // planned one by one: each follows the state the one before left
+  const std::vector<std::span<Member>> groups =
+      subs.empty() ? micro_batches(mem, split_.ranks()) : std::vector<std::span<Member>>{};
+  const size_t G = subs.empty() ? groups.size() : subs.size();
   name_states(mem);
-  std::vector<Tail> tails(groups.size());
+  std::vector<Tail> tails(G);
   size_t launched = 0;
   int failed_step = 0;
   std::string why;
   bool link_down = false;  // then nothing more is exchanged: each try would wait out the deadline
-  for (; launched < groups.size(); ++launched) {
+  for (; launched < G; ++launched) {
     int step = 0;
     try {
-      announce(groups[launched], launched == 0);
-      run_members(groups[launched], step, &tails[launched]);
+      std::span<Member> group = subs.empty() ? groups[launched] : std::span<Member>{};
+      if (!subs.empty()) {
+        plan(subs[launched], sub_mem.emplace_back());
+        group = std::span<Member>(&sub_mem.back(), 1);
+      }
+      announce(group, launched == 0);
+      run_members(group, step, &tails[launched]);
+      for (Member& m : group) handle_of(m.it->state->stage.handle)->at = m.it->state->n_tokens;
     } catch (const std::exception& e) {
       why = name_error(e);
       failed_step = step;
@@ -192,13 +205,64 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
       link_down = dynamic_cast<const StageLinkError*>(&e) != nullptr;
     }
   if (why.empty()) {
-    for (Member& m : mem)  // where the ranks now hold each state
-      static_cast<StageHandle*>(m.it->state->stage.handle.get())->at = m.it->state->n_tokens;
+    if (!subs.empty()) join_sub_chunks(*mem[0].it, subs);
     return;
   }
   set_broken(why);
-  if (launched < groups.size() && failed_step < 2 && !link_down) fail_call(why, failed_step);
+  if (launched < G && failed_step < 2 && !link_down) fail_call(why, failed_step);
   throw std::runtime_error(why);
+}
+
+int Transformer::sub_chunk_count(int rows, bool ced) const {
+  // Sub-chunks of a prompt flow through the stages like the iterations of a pipelined loop: G of
+  // them on R ranks take (G + R - 1) / (G R) of one rank's time for the whole item, so more are
+  // better until the rows per GEMM get few. Measured on 2 ranks x 1 thread, small preset, exact
+  // 1,024-token prompt (one process x 1 thread ~500 tok/s): 1 per rank ~630 tok/s, 2 ~810,
+  // 4 ~900. A CED prompt's rows run only through the encoder (layers below the candidate
+  // source), all but the last window's: only the ranks holding encoder layers share its work,
+  // and where one rank holds them all, sub-chunks would only make its GEMMs smaller.
+  if (!split()) return 1;
+  const int R = ced && ced_layer_ > 0 ? split_.owner(ced_layer_ - 1) + 1 : split_.ranks();
+  return R < 2 ? 1 : std::max(1, std::min(4 * R, rows / 64));
+}
+
+std::vector<BatchItem> Transformer::sub_chunks(const Member& m) const {
+  // Chunked prefill equals one shot bit for bit (exact and CED: ChunkedPrefillAndDecodeAre-
+  // BitIdenticalToOneShot, ChunkedCedEqualsOneShot), so the cut changes nothing but the overlap.
+  // Rows of every sub-chunk's logits would land apart: only calls that want the last row, or
+  // CED's decoder rows (all in the last sub-chunk), are cut.
+  const BatchItem& it = *m.it;
+  const LogitsWanted lw = it.opt.logits;
+  const bool cuttable = lw == LogitsWanted::kNone || lw == LogitsWanted::kLast ||
+                        (m.ced && lw == LogitsWanted::kReplay);
+  const int G = cuttable ? sub_chunk_count(it.n, m.ced) : 1;
+  if (G < 2) return {};
+  std::vector<BatchItem> subs(static_cast<size_t>(G));
+  for (int g = 0; g < G; ++g) {
+    const int a = int(int64_t(it.n) * g / G), b = int(int64_t(it.n) * (g + 1) / G);
+    BatchItem& s = subs[size_t(g)];
+    s.state = it.state;
+    s.ids = it.ids + a;
+    s.n = b - a;
+    s.first_pos = it.first_pos + a;
+    s.opt = it.opt;
+    if (g + 1 < G) {  // an open CED chunk, or an exact chunk without logits
+      s.opt.completes_prompt = !m.ced;
+      s.opt.logits = LogitsWanted::kNone;
+    } else {
+      s.logits = it.logits;
+    }
+  }
+  return subs;
+}
+
+void Transformer::join_sub_chunks(BatchItem& it, const std::vector<BatchItem>& subs) const {
+  it.result = subs.back().result;
+  // an exact call's decoder rows are all its rows (CED's are the last sub-chunk's already)
+  if (subs.front().opt.completes_prompt) {
+    it.result.replay_start = it.first_pos;
+    it.result.decoder_rows = it.n;
+  }
 }
 
 void Transformer::check_stage_item(const BatchItem& it) const {
@@ -212,7 +276,7 @@ void Transformer::check_stage_item(const BatchItem& it) const {
   // the ranks hold a state (or a copy's original) where its last forward left it: a state
   // truncated or restored on rank 0 since cannot continue there
   const std::shared_ptr<void>& h = st.stage.handle ? st.stage.handle : st.stage.parent;
-  if (h && static_cast<const StageHandle*>(h.get())->at != st.n_tokens)
+  if (h && handle_of(h)->at != st.n_tokens)
     throw std::runtime_error(
         "forward: this state was truncated or restored since its last forward; on a model split "
         "into pipeline stages a state continues only from where a forward left it (start a new "

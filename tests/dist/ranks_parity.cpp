@@ -1,8 +1,9 @@
 // `mpirun -np N cedar_ranks_parity MODEL_DIR CUTS`: the logits of a model split into N pipeline
 // stages at CUTS (--stage-cuts syntax) equal the one-process logits bit for bit in reference
 // mode, call for call: exact one-shot and chunked prompts, CED prompts in open chunks and one
-// shot, decode steps, and batches mixing all of them (continuous batching), with states
-// released and new ones started between them. Rank 0 runs each scenario on the split model and
+// shot, lone long prompts that rank 0 cuts into pipelined sub-chunks, decode steps, and batches
+// mixing all of them (continuous batching), with states released and new ones started between
+// them. Rank 0 runs each scenario on the split model and
 // on a one-process model of the same checkpoint and compares; the other ranks serve their
 // layers. Prints one line per check and exits non-zero on any difference.
 #include <cstdio>
@@ -33,8 +34,23 @@ struct Step {  // one item of a batch: which sequence, how many rows, how
 
 class Parity {
  public:
-  Parity(const Transformer& split, const Transformer& local, std::vector<int32_t> ids)
-      : split_(split), local_(local), ids_(std::move(ids)) {}
+  Parity(const Transformer& split, const Transformer& local, std::vector<int32_t> ids,
+         dist::MpiLink& link)
+      : split_(split), local_(local), ids_(std::move(ids)), link_(link) {}
+
+  // batch() of one long item, which rank 0 cuts into sub-chunks launched together: also checks
+  // that it went round as that many hops
+  void cut(const std::string& label, const Step& step) {
+    const uint64_t before = link_.hop_traffic()[0].messages;
+    batch(label, {step});
+    const uint64_t hops = link_.hop_traffic()[0].messages - before;
+    const uint64_t want = uint64_t(split_.sub_chunk_count(step.n, step.mode == PrefillMode::kCed));
+    if (hops != want)
+      fail(label, std::to_string(hops) + " hops at the first cut, not " + std::to_string(want));
+    std::printf("%s %s: as %llu sub-chunk(s)\n", hops == want ? "ok" : "FAIL", label.c_str(),
+                static_cast<unsigned long long>(hops));
+    failed_before_ = failed_;
+  }
 
   // Runs one batch on both models (sequences by index, created on first use) and compares the
   // logits and results of every item.
@@ -109,6 +125,7 @@ class Parity {
   }
   const Transformer &split_, &local_;
   std::vector<int32_t> ids_;
+  dist::MpiLink& link_;
   std::vector<SequenceState> sa_, sb_;
   int failed_ = 0, failed_before_ = 0, passed_ = 0;
 };
@@ -126,6 +143,13 @@ void scenarios(Parity& p) {
   p.batch("CED completing chunk (truncated replay)", {{2, 40, C, true, Rep}});
   for (int i = 0; i < 3; ++i) p.batch("CED decode", {{2, 1, C, true, Last}});
   p.batch("CED one-shot", {{3, 100, C, true, Rep}});
+  // a lone long prompt in sub-chunks (pipelined) = one shot
+  p.cut("exact prompt, last row", {8, 190, E, true, Last});
+  p.batch("exact decode after it", {{8, 1, E, true, Last}});
+  p.cut("CED prompt, decoder rows (truncated window)", {9, 200, C, true, Rep});
+  p.cut("CED open chunk", {10, 150, C, false, None});
+  p.cut("CED completing chunk", {10, 130, C, true, Last});
+  p.batch("CED decode after them", {{9, 1, C, true, Last}, {10, 1, C, true, Last}});
   p.release(0);
   p.release(1);
   p.batch("batch: prefills of new states, a decode, an open chunk", {{0, 60, E, true, All},
@@ -177,7 +201,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> ids(400);
     for (int32_t& id : ids) id = int32_t(rng() % 128000);
     for (int i = 0; i < 10; ++i) ids[size_t(20 + i)] = ids[size_t(i)];  // repeated n-grams
-    Parity p(split, local, ids);
+    Parity p(split, local, ids, link);
     scenarios(p);
     std::printf("%d ranks, cuts %s: %d items equal, %d differ\n", link.size(), argv[2], p.passed(),
                 p.failed());

@@ -10,7 +10,7 @@ PKGS=(build-essential g++ cmake ninja-build ccache pkg-config
       python3 python3-numpy python3-torch python3-pil libopenblas0-pthread chromium curl
       libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
       bible-kjv bible-kjv-text fortunes fortunes-zh
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev iproute2)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

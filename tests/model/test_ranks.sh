@@ -111,6 +111,34 @@ check "/health reports it" grep -q '"status":"error"' <(curl -s -m 10 "http://12
 kill -TERM "$s2" 2>/dev/null || true
 check "the job ends on SIGTERM" timeout 30 tail --pid="$s2" -f /dev/null
 
+# real sockets: rank 1 in its own network namespace, the ranks talking over a veth pair (Open
+# MPI's TCP transport, and PMIx's, on the pair's subnet). Needs root (CAP_NET_ADMIN); skipped
+# where namespaces cannot be made.
+NS="cedar-ranks-$$" VA="cra$$" VB="crb$$" NET="10.213.$(($$ % 250)).0"
+veth_down() { ip netns del "$NS" 2>/dev/null || true; ip link del "$VA" 2>/dev/null || true; }
+if ip netns add "$NS" 2>/dev/null; then
+  trap veth_down EXIT
+  ip link add "$VA" type veth peer name "$VB" && ip link set "$VB" netns "$NS" &&
+    ip addr add "${NET%.0}.1/24" dev "$VA" && ip link set "$VA" up &&
+    ip netns exec "$NS" ip addr add "${NET%.0}.2/24" dev "$VB" &&
+    ip netns exec "$NS" ip link set "$VB" up && ip netns exec "$NS" ip link set lo up
+  sent0=$(cat "/sys/class/net/$VA/statistics/tx_bytes")
+  LOGITS=(logits -m "$M" --ids-file "$WORK/ids.txt" --kernels ref --out "$WORK/veth.npy" --ranks
+    --stage-cuts 3 --rank-timeout 60)
+  PMIX_MCA_ptl_tcp_if_include="$NET/24" PMIX_MCA_ptl_tcp_remote_connections=1 \
+    mpirun --oversubscribe --mca btl self,tcp --mca btl_tcp_if_include "$NET/24" \
+    --mca oob_tcp_if_include "$NET/24" -np 1 "$CEDAR_BIN" "${LOGITS[@]}" : \
+    -np 1 ip netns exec "$NS" "$CEDAR_BIN" "${LOGITS[@]}" >"$WORK/veth.log" 2>&1 ||
+    cat "$WORK/veth.log"
+  check "2 ranks over a veth pair = one process" cmp -s "$WORK/one.npy" "$WORK/veth.npy"
+  # the hop of 200 tokens at tiny's width (~1 KB each) went through the pair
+  check "the hops crossed the veth pair" test \
+    $(($(cat "/sys/class/net/$VA/statistics/tx_bytes") - sent0)) -gt 200000
+  veth_down
+else
+  echo "skipped: no network namespaces here (the veth check needs root)"
+fi
+
 # refusals: different checkpoints on the ranks, cuts that do not fit
 check "different checkpoints refuse" refuses "different checkpoints" "${MPI[@]}" \
   -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks : \

@@ -134,18 +134,16 @@ nlohmann::json Ranks::traffic_json(const std::vector<dist::MpiLink::Sent>& befor
 }
 
 std::string Ranks::traffic(int64_t tokens) const {
-  const std::vector<dist::MpiLink::Sent> sent = link_->hop_traffic();
+  const std::vector<dist::MpiLink::Sent> none(static_cast<size_t>(size()));
   std::string s;
   char buf[160];
-  for (int r = 0; r < size(); ++r) {
-    const dist::MpiLink::Sent& x = sent[size_t(r)];
-    const int to = r + 1 < size() ? r + 1 : 0;
+  for (const nlohmann::json& h : traffic_json(none, link_->hop_traffic(), tokens)) {
+    const int from = h["from_rank"], to = h["to_rank"];
     const std::string what =
-        to ? "cut " + std::to_string(split_.begin(to)) : std::string("the head's rows");
+        to ? "cut " + std::to_string(int(h["cut"])) : std::string("the head's rows");
     std::snprintf(buf, sizeof buf, "%s%s (rank %d -> %d): %.0f bytes/token in %llu messages",
-                  r ? "; " : "", what.c_str(), r, to,
-                  double(x.bytes) / double(std::max<int64_t>(1, tokens)),
-                  (unsigned long long)x.messages);
+                  from ? "; " : "", what.c_str(), from, to, double(h["bytes_per_token"]),
+                  (unsigned long long)h["messages"].get<uint64_t>());
     s += buf;
   }
   return s;

@@ -160,18 +160,19 @@ void get_rows(WireReader& r, CompressedKv& c, int layer) {
     throw std::runtime_error("pipeline: layer " + std::to_string(layer) + "'s rows arrive from " +
                              std::to_string(from) + ", this rank holds " +
                              std::to_string(c.n_rows));
-  auto append = [&](std::vector<uint8_t>& v, size_t stride) {
-    const std::vector<uint8_t> add = r.get_array<uint8_t>();
-    if (add.size() % stride) throw std::runtime_error("pipeline: a malformed row block");
-    v.insert(v.end(), add.begin(), add.end());
-    return int64_t(add.size() / stride);
-  };
-  const int64_t n = append(c.kv_fp4, size_t(c.head_dim / 2));
-  if (append(c.kv_scale, size_t(c.head_dim / 16)) != n ||
-      append(c.ik_fp4, size_t(c.index_head_dim / 2)) != n ||
-      append(c.ik_scale, size_t(c.index_head_dim / 32)) != n)
+  // every block checked before any is appended: a malformed message leaves the rows as they were
+  std::vector<uint8_t> kv = r.get_array<uint8_t>(), kvs = r.get_array<uint8_t>(),
+                       ik = r.get_array<uint8_t>(), iks = r.get_array<uint8_t>();
+  const size_t a = size_t(c.head_dim / 2), b = size_t(c.head_dim / 16),
+               e = size_t(c.index_head_dim / 2), f = size_t(c.index_head_dim / 32);
+  const size_t n = kv.size() / a;
+  if (kv.size() != n * a || kvs.size() != n * b || ik.size() != n * e || iks.size() != n * f)
     throw std::runtime_error("pipeline: a malformed row block");
-  c.n_rows += n;
+  c.kv_fp4.insert(c.kv_fp4.end(), kv.begin(), kv.end());
+  c.kv_scale.insert(c.kv_scale.end(), kvs.begin(), kvs.end());
+  c.ik_fp4.insert(c.ik_fp4.end(), ik.begin(), ik.end());
+  c.ik_scale.insert(c.ik_scale.end(), iks.begin(), iks.end());
+  c.n_rows += int64_t(n);
 }
 
 }  // namespace

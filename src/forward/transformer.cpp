@@ -207,8 +207,9 @@ std::vector<int32_t> Transformer::mapped_ids(const SequenceState& st, const int3
   return m;
 }
 
-// Engram hash rows of every Engram layer for rows at p0 .. p0+n-1 (they depend on ids only):
-// mapped [n] their Engram ids, hist_mapped [hist] those of positions p0-hist .. p0-1.
+// Engram hash rows of every Engram layer this rank runs for rows at p0 .. p0+n-1 (they depend
+// on ids only): mapped [n] their Engram ids, hist_mapped [hist] those of positions p0-hist ..
+// p0-1.
 void Transformer::engram_rows(const int32_t* mapped_rows, int n, int64_t p0,
                               const int32_t* hist_mapped, int hist,
                               std::vector<std::vector<int64_t>>& rows) const {
@@ -217,12 +218,11 @@ void Transformer::engram_rows(const int32_t* mapped_rows, int n, int64_t p0,
   std::vector<int32_t> mapped(hist_mapped, hist_mapped + hist);
   mapped.insert(mapped.end(), mapped_rows, mapped_rows + n);
   for (size_t l = 0; l < engrams_.size(); ++l)
-    if (engrams_[l]) {
+    if (engrams_[l] && owns(int(l))) {
       rows[l].resize(size_t(n) * size_t(layout_.n_cols()));
       engrams_[l]->hash_rows(mapped.data(), hist, n, p0, engram_pad_, rows[l].data());
       // tables on storage: their reads start now, while the layers below compute
-      if (engram_ && owns(int(l)))
-        engram_->prefetch(engrams_[l]->table(), rows[l].data(), int(rows[l].size()));
+      if (engram_) engram_->prefetch(engrams_[l]->table(), rows[l].data(), int(rows[l].size()));
     }
 }
 

@@ -143,6 +143,9 @@ fi
 check "different checkpoints refuse" refuses "different checkpoints" "${MPI[@]}" \
   -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks : \
   -np 1 "$CEDAR_BIN" logits -m "$WORK/other" --ids 1,2,3 --out "$WORK/x.npy" --ranks
+check "different kernels refuse" refuses "different checkpoints, kernels" "${MPI[@]}" \
+  -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --kernels ref : \
+  -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --kernels auto
 check "cuts for another rank count refuse" refuses "2 ranks need 1" "${MPI[@]}" -np 2 \
   "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --stage-cuts 2,4
 check "--stage-cuts without --ranks refuses" refuses "need --ranks" \

@@ -45,6 +45,12 @@ std::unique_ptr<Ranks> Ranks::join(const Args& args) {
       throw std::runtime_error("--stage-cuts and --rank-timeout need --ranks");
     return nullptr;
   }
+  // The memory plan counts the whole checkpoint and every layer's KV; a rank maps and touches
+  // only its own layers' pages, so a budget planned for the whole model would be wrong.
+  if (args.has("mem-budget") || args.has("kv-ram"))
+    throw std::runtime_error(
+        "--mem-budget and --kv-ram plan the whole model and do not work with --ranks yet (each "
+        "rank maps the checkpoint and reads only its layers' pages; leave them out)");
   const double timeout = args.get_double("rank-timeout", 300);
   if (!(timeout > 0) || timeout > 86400)
     throw std::runtime_error("--rank-timeout must be a number of seconds in (0, 86400]");

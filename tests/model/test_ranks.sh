@@ -148,6 +148,8 @@ check "different kernels refuse" refuses "different checkpoints, kernels" "${MPI
   -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --kernels auto
 check "cuts for another rank count refuse" refuses "2 ranks need 1" "${MPI[@]}" -np 2 \
   "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --stage-cuts 2,4
+check "--mem-budget with --ranks refuses" refuses "do not work with --ranks" "${MPI[@]}" -np 2 \
+  "$CEDAR_BIN" run -m "$M" -p hi -n 1 --ranks --mem-budget 4G
 check "--stage-cuts without --ranks refuses" refuses "need --ranks" \
   "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --stage-cuts 2
 

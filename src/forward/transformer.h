@@ -281,8 +281,8 @@ class Transformer {
   void set_broken(const std::string& why) const;          // the first failure stays
   // rank 0: contiguous groups of about equal rows, at most `most`
   std::vector<std::span<Member>> micro_batches(std::span<Member> mem, int most) const;
-  // rank 0: a lone item as up to one sub-chunk per rank (empty: not cut, see set_stage), and
-  // the item's result after them
+  // rank 0: a lone item as sub_chunk_count sub-chunks (empty: not cut, see set_stage), and the
+  // item's result after them
   std::vector<BatchItem> sub_chunks(const Member& m) const;
   void join_sub_chunks(BatchItem& it, const std::vector<BatchItem>& subs) const;
   void send_final(const Stream& d, std::span<const Want> wants) const;  // the last rank's

@@ -166,7 +166,7 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
     return;
   }
   // rank 0: the batch's sequences in up to one micro-batch per rank -- or a lone long item in
-  // up to one sub-chunk per rank -- every one launched before the first is finished, so that the
+  // sub-chunks (sub_chunk_count) -- every one launched before the first is finished, so that the
   // stages work on different micro-batches at once
   std::vector<BatchItem> subs = mem.size() == 1 ? sub_chunks(mem[0]) : std::vector<BatchItem>{};
   std::deque<Member> sub_mem;  // planned one by one: each follows the state the one before left

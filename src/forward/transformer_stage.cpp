@@ -215,7 +215,7 @@ void Transformer::run_split(std::span<BatchItem> items, std::vector<Member>& mem
 
 int Transformer::sub_chunk_count(int rows, bool ced) const {
   // Sub-chunks of a prompt flow through the stages like the iterations of a pipelined loop: G of
-  // them on R ranks take (G + R - 1) / (G R) of one rank's time for the whole item, so more are
+  // them on R balanced ranks take (G + R - 1) / (G R) of one process's time, so more are
   // better until the rows per GEMM get few. Measured on 2 ranks x 1 thread, small preset, exact
   // 1,024-token prompt (one process x 1 thread ~500 tok/s): 1 per rank ~630 tok/s, 2 ~810,
   // 4 ~900. A CED prompt's rows run only through the encoder (layers below the candidate

@@ -158,10 +158,13 @@ int cmd_serve(int argc, char** argv) {
   // --ranks: rank 0 serves HTTP; the other ranks load the model and serve their layers
   auto ranks = Ranks::join(args);
   const bool front = !ranks || ranks->rank() == 0;
-  if (ranks && (args.get("speculative", "") == "dspark" || args.has("cache-dir")))
+  // A prefix cache restore rebuilds the window by bounded replay, which does not run across
+  // ranks: under --ranks the cache is off unless asked for, and refused when it is.
+  if (ranks && (args.get("speculative", "") == "dspark" || args.has("cache-dir") ||
+                (args.has("cache-ram") && positive(args, "cache-ram", 0, 1ll << 30) > 0)))
     throw std::runtime_error(
-        "--ranks: --speculative dspark and --cache-dir (whose units restore by replay) need one "
-        "process");
+        "--ranks: --speculative dspark and the prefix cache (--cache-ram, --cache-dir: its "
+        "restores rebuild the window by replay) need one process");
 
   // Signals are taken by one thread (sigwait) so that shutdown runs outside a signal handler.
   sigset_t sigs;
@@ -231,7 +234,8 @@ int cmd_serve(int argc, char** argv) {
   so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
   so.batch_rows = int(std::max<long long>(1, positive(args, "batch-rows", 512, 1 << 20)));
   const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
-  const bool use_cache = !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
+  const bool use_cache =
+      !ranks && !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
   eo.memory =
       memory_request(args, parallel, so.ctx_size, use_cache ? cache_ram << 20 : 0, so.batch_rows);
   // a rank reads its layers' pages as it uses them, not the whole checkpoint

@@ -87,19 +87,21 @@ import json, sys
 for line in sys.stdin.read().replace("}{", "}\n{").splitlines():
     print(json.loads(line)["choices"][0]["message"]["content"])' >"$2"
 }
-SERVE=(serve -m "$M" --port 0 --kernels ref --parallel 2 --no-cache)
-"$CEDAR_BIN" "${SERVE[@]}" >"$WORK/s1.log" 2>&1 &
+SERVE=(serve -m "$M" --port 0 --kernels ref --parallel 2)
+"$CEDAR_BIN" "${SERVE[@]}" --no-cache >"$WORK/s1.log" 2>&1 &
 s1=$!
 answers "$(wait_port "$WORK/s1.log")" "$WORK/one.txt"
 kill -TERM "$s1"; wait "$s1" || true
 # --mca orte_enable_recovery 1: mpirun keeps the job when a rank dies (docs/DISTRIBUTED.md)
-"${MPI[@]}" --mca orte_enable_recovery 1 -np 2 "$CEDAR_BIN" "${SERVE[@]}" --ranks --stage-cuts 3 \
-  --rank-timeout 3 >"$WORK/s2.log" 2>&1 &
+# (no --no-cache: under --ranks the prefix cache is off by itself)
+"${MPI[@]}" --mca orte_enable_recovery 1 -np 2 "$CEDAR_BIN" "${SERVE[@]}" --ranks \
+  --stage-cuts 3 --rank-timeout 3 >"$WORK/s2.log" 2>&1 &
 s2=$!
 P2=$(wait_port "$WORK/s2.log")
 answers "$P2" "$WORK/two.txt"
 check "serve --ranks answers = one process" cmp "$WORK/one.txt" "$WORK/two.txt"
 check "serve --ranks logs the split" grep -q "2 ranks, layers 0-2|3-6" "$WORK/s2.log"
+check "serve --ranks: prefix cache off" grep -q "prefix cache off)" "$WORK/s2.log"
 # a rank that dies (SIGKILL): the request fails naming it, the server stays up and says so
 for p in $(pgrep -f "serve -m $M" || true); do
   tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && kill -KILL "$p"
@@ -148,6 +150,8 @@ check "different kernels refuse" refuses "different checkpoints, kernels" "${MPI
   -np 1 "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --kernels auto
 check "cuts for another rank count refuse" refuses "2 ranks need 1" "${MPI[@]}" -np 2 \
   "$CEDAR_BIN" logits -m "$M" --ids 1,2,3 --out "$WORK/x.npy" --ranks --stage-cuts 2,4
+check "serve --ranks --cache-ram refuses" refuses "need one process" "${MPI[@]}" -np 2 \
+  "$CEDAR_BIN" serve -m "$M" --port 0 --ranks --cache-ram 64
 check "--mem-budget with --ranks refuses" refuses "do not work with --ranks" "${MPI[@]}" -np 2 \
   "$CEDAR_BIN" run -m "$M" -p hi -n 1 --ranks --mem-budget 4G
 check "--stage-cuts without --ranks refuses" refuses "need --ranks" \

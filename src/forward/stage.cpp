@@ -142,16 +142,25 @@ void get_lists(WireReader& r, std::vector<std::vector<T>>& lists) {
   for (auto& l : lists) l = r.get_array<T>();
 }
 
-// rows [from, to) of one source: main rows, their scales, index keys, their scales
+// bytes per row of a source's four arrays: main rows, their scales, index keys, their scales
+struct RowBytes {
+  size_t a, b, e, f;
+  explicit RowBytes(const CompressedKv& c)
+      : a(size_t(c.head_dim / 2)),
+        b(size_t(c.head_dim / 16)),
+        e(size_t(c.index_head_dim / 2)),
+        f(size_t(c.index_head_dim / 32)) {}
+};
+
+// rows [from, n_rows) of one source: main rows, their scales, index keys, their scales
 void put_rows(WireWriter& w, const CompressedKv& c, int64_t from) {
-  const size_t a = size_t(c.head_dim / 2), b = size_t(c.head_dim / 16);
-  const size_t e = size_t(c.index_head_dim / 2), f = size_t(c.index_head_dim / 32);
-  const size_t n = size_t(c.n_rows - from), r0 = size_t(from);
+  const auto [a, b, e, f] = RowBytes(c);
+  const size_t n = size_t(c.n_rows - from);
   w.put<int64_t>(from);
-  w.put_array(c.kv_fp4.data() + r0 * a, n * a);
-  w.put_array(c.kv_scale.data() + r0 * b, n * b);
-  w.put_array(c.ik_fp4.data() + r0 * e, n * e);
-  w.put_array(c.ik_scale.data() + r0 * f, n * f);
+  w.put_array(c.kv_row(from), n * a);
+  w.put_array(c.kv_scales_row(from), n * b);
+  w.put_array(c.ik_row(from), n * e);
+  w.put_array(c.ik_scales_row(from), n * f);
 }
 
 void get_rows(WireReader& r, CompressedKv& c, int layer) {
@@ -163,16 +172,11 @@ void get_rows(WireReader& r, CompressedKv& c, int layer) {
   // every block checked before any is appended: a malformed message leaves the rows as they were
   std::vector<uint8_t> kv = r.get_array<uint8_t>(), kvs = r.get_array<uint8_t>(),
                        ik = r.get_array<uint8_t>(), iks = r.get_array<uint8_t>();
-  const size_t a = size_t(c.head_dim / 2), b = size_t(c.head_dim / 16),
-               e = size_t(c.index_head_dim / 2), f = size_t(c.index_head_dim / 32);
+  const auto [a, b, e, f] = RowBytes(c);
   const size_t n = kv.size() / a;
   if (kv.size() != n * a || kvs.size() != n * b || ik.size() != n * e || iks.size() != n * f)
     throw std::runtime_error("pipeline: a malformed row block");
-  c.kv_fp4.insert(c.kv_fp4.end(), kv.begin(), kv.end());
-  c.kv_scale.insert(c.kv_scale.end(), kvs.begin(), kvs.end());
-  c.ik_fp4.insert(c.ik_fp4.end(), ik.begin(), ik.end());
-  c.ik_scale.insert(c.ik_scale.end(), iks.begin(), iks.end());
-  c.n_rows += int64_t(n);
+  c.append(kv.data(), kvs.data(), ik.data(), iks.data(), int64_t(n));
 }
 
 }  // namespace

@@ -37,12 +37,13 @@ void WindowRing::read(int64_t pos, float* out) const {
 }
 
 void CompressedKv::append(const uint8_t* kv_packed, const uint8_t* kv_scales,
-                          const uint8_t* ik_packed, const uint8_t* ik_scales) {
-  kv_fp4.insert(kv_fp4.end(), kv_packed, kv_packed + head_dim / 2);
-  kv_scale.insert(kv_scale.end(), kv_scales, kv_scales + head_dim / 16);
-  ik_fp4.insert(ik_fp4.end(), ik_packed, ik_packed + index_head_dim / 2);
-  ik_scale.insert(ik_scale.end(), ik_scales, ik_scales + index_head_dim / 32);
-  ++n_rows;
+                          const uint8_t* ik_packed, const uint8_t* ik_scales, int64_t rows) {
+  const size_t n = size_t(rows);
+  kv_fp4.insert(kv_fp4.end(), kv_packed, kv_packed + n * size_t(head_dim / 2));
+  kv_scale.insert(kv_scale.end(), kv_scales, kv_scales + n * size_t(head_dim / 16));
+  ik_fp4.insert(ik_fp4.end(), ik_packed, ik_packed + n * size_t(index_head_dim / 2));
+  ik_scale.insert(ik_scale.end(), ik_scales, ik_scales + n * size_t(index_head_dim / 32));
+  n_rows += rows;
 }
 
 void CompressedKv::read_kv(int64_t row, float* out) const {

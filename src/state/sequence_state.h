@@ -63,9 +63,10 @@ struct CompressedKv {
     std::vector<float> tail_k, tail_z, k, z;
   } undo;
 
-  // Appends one row (packed codes + scales of both the main row and the index key).
+  // Appends `rows` consecutive rows (packed codes + scales of both the main rows and the index
+  // keys, each array row-major).
   void append(const uint8_t* kv_packed, const uint8_t* kv_scales, const uint8_t* ik_packed,
-              const uint8_t* ik_scales);
+              const uint8_t* ik_scales, int64_t rows = 1);
   // Keeps the first `rows` rows (main rows and index keys); the tail is left as it is.
   void keep_rows(int64_t rows);
   void read_kv(int64_t row, float* out) const;         // exact bf16 values [head_dim]

@@ -68,7 +68,9 @@ inline std::vector<int32_t> random_ids(int n, uint32_t seed) {
 }
 
 inline bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // Empty vectors may hold null data, which memcmp must not be given even for zero bytes.
+  if (a.size() != b.size()) return false;
+  return a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // The global half of two states: compressed rows, tails, Engram history, token count.

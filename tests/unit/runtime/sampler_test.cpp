@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -79,6 +80,56 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
   ASSERT_EQ(c.size(), 1u);
   EXPECT_EQ(c[0].id, 1);
   EXPECT_EQ(c[0].p, 1.0);
+}
+
+// The vectorised scans against the plain sequential scan, on vocabulary-wide rows: ties, signed
+// zeros, -inf, NaN (argmax moves past a NaN best), and the greedy sampler's NaN/+inf errors
+// wherever they sit (vector body or tail).
+TEST(Sampler, ArgmaxOfWideRowsIsTheSequentialScan) {
+  auto scalar = [](const std::vector<float>& v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v.size(); ++i)
+      if (v[i] > v[best] || std::isnan(v[best])) best = i;
+    return int32_t(best);
+  };
+  std::mt19937 rng(11);
+  SamplingParams p;
+  p.temperature = 0.0;
+  const Sampler greedy(p);
+  for (size_t n : {1u, 5u, 16u, 17u, 31u, 129280u}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      std::vector<float> v(n);
+      for (auto& x : v) {
+        switch (kind) {
+          case 0:
+            x = std::normal_distribution<float>(0.0f, 4.0f)(rng);
+            break;
+          case 1:
+            x = float(int(rng() % 3));
+            break;  // ties everywhere
+          case 2:
+            x = (rng() % 2) ? 0.0f : -0.0f;
+            break;  // signed zeros
+          case 3:
+            x = -INFINITY;
+            break;  // nothing above -inf
+          default:
+            x = (rng() % 7 == 0) ? NAN : float(int(rng() % 50));  // NaNs
+        }
+      }
+      ASSERT_EQ(argmax(v), scalar(v)) << "n=" << n << " kind=" << kind;
+      if (kind < 4) {
+        ASSERT_EQ(greedy.sample(v, 0), scalar(v)) << "n=" << n << " kind=" << kind;
+      }
+    }
+    for (size_t at : {size_t(0), n / 2, n - 1}) {
+      std::vector<float> v(n, 1.0f);
+      v[at] = NAN;
+      EXPECT_THROW(greedy.sample(v, 0), std::runtime_error) << "NaN at " << at;
+      v[at] = INFINITY;
+      EXPECT_THROW(greedy.sample(v, 0), std::runtime_error) << "+inf at " << at;
+    }
+  }
 }
 
 TEST(Sampler, TemperatureOnlyKeepsEveryTokenInIdOrder) {

@@ -163,12 +163,7 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
     for (int j = 0; j < r; ++j) joined[size_t(D + j)] = bf16_to_f32(e[j]);
     linear(ctx, markov_head_, joined.data() + D, 1, bias.data(), LinearOut::kF32);
     float* lk = out.logits.data() + size_t(k) * size_t(V);
-    int32_t best = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      lk[v] = lk[v] + bias[size_t(v)];
-      if (lk[v] > lk[best]) best = int32_t(v);
-    }
-    out.tokens.push_back(best);
+    out.tokens.push_back(int32_t(ctx.k.add_argmax(lk, bias.data(), V, lk)));
     linear(ctx, w_.dspark.confidence, joined.data(), 1, &out.confidence[size_t(k)],
            LinearOut::kF32);
   }

@@ -149,6 +149,11 @@ struct KernelTable {
   // torch.topk on CUDA: the k largest of v[0..n) in radix order, ties -> lower index first.
   // Writes the chosen indices sorted ascending. Bit-exact in every table.
   void (*topk)(const float* v, int n, int k, int* out);
+
+  // The DSpark draft's Markov step (forward/dspark.cpp): out[i] = a[i] + b[i] in fp32 for i < n
+  // (n < 2^31), and the index of its first maximum -- the sequential scan that moves to i when
+  // out[i] > out[best], best starting at 0 (NaN never moves it). Bit-exact in every table.
+  int64_t (*add_argmax)(const float* a, const float* b, int64_t n, float* out);
 };
 
 // The table named `name` ("ref", "avx2", "avx512", "avx512bf16"); empty: CEDAR_KERNELS if set, else

@@ -152,6 +152,21 @@ void register_all() {
                                        threads)
               ->Unit(benchmark::kMillisecond)
               ->UseRealTime();
+        // the default (tiny) model's head [129280, 128]: a plain step's one row, a DSpark draft's
+        // 5 and a verify pass's 6 rows
+        if (f == WeightFormat::kBF16)
+          for (int rows : {1, 5, 6})
+            benchmark::RegisterBenchmark((p + "/head_k128_rows" + std::to_string(rows)).c_str(),
+                                         run, k, f, rows, 129280, 128, threads)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime();
+        // the default model's DSpark Markov head (rank 16, zero-padded to 32): one row per
+        // drafted token
+        if (f == WeightFormat::kBF16)
+          benchmark::RegisterBenchmark((p + "/markov_k32").c_str(), run, k, f, 1, 129280, 32,
+                                       threads)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
         // a batched decode step's few rows per routed expert (row-by-row kernel vs panel)
         for (int rows : {2, 4, 8, 16})
           benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k, f,

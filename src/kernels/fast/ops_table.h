@@ -30,6 +30,7 @@ void fill_ops(KernelTable& k) {
   k.hc_post = hc_post;
   k.swiglu = swiglu;
   k.topk = topk;
+  k.add_argmax = add_argmax;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/fast/vmath.h"
@@ -163,6 +164,46 @@ void swiglu(const float* g, const float* u, int n, float limit, bool weighted, f
   for (; j < n; ++j)
     out[j] = _mm256_cvtss_f32(
         swiglu8(_mm256_set1_ps(g[j]), _mm256_set1_ps(u[j]), limit, weighted, weight));
+}
+
+// kernel_table.h add_argmax: eight lanes each keep their first strict maximum (from -inf, so NaN
+// and -inf never enter); the result is the lowest index among the lanes holding the largest, then
+// the tail continues the scan. That is the sequential scan's answer whenever out[0] is not NaN
+// (NaN there keeps the scan at 0, checked first).
+int64_t add_argmax(const float* a, const float* b, int64_t n, float* out) {
+  if (n <= 0) return 0;
+  __m256 best = _mm256_set1_ps(-INFINITY);
+  __m256i best_i = _mm256_set1_epi32(-1);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));
+    _mm256_storeu_ps(out + i, v);
+    const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+    best = _mm256_blendv_ps(best, v, gt);
+    best_i = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(best_i), _mm256_castsi256_ps(idx), gt));
+    idx = _mm256_add_epi32(idx, _mm256_set1_epi32(8));
+  }
+  alignas(32) float bv[8];
+  alignas(32) int32_t bi[8];
+  _mm256_store_ps(bv, best);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bi), best_i);
+  int64_t r = -1;
+  float rv = -INFINITY;
+  for (int l = 0; l < 8; ++l)
+    if (bi[l] >= 0 && (r < 0 || bv[l] > rv || (bv[l] == rv && bi[l] < r))) {
+      r = bi[l];
+      rv = bv[l];
+    }
+  for (; i < n; ++i) {
+    out[i] = a[i] + b[i];
+    if (out[i] > rv) {
+      r = i;
+      rv = out[i];
+    }
+  }
+  return r < 0 || std::isnan(out[0]) ? 0 : r;
 }
 
 }  // namespace

@@ -263,6 +263,16 @@ void hc_split_sinkhorn(const float* m, const float* scale, const float* base, in
   }
 }
 
+// ref: model.py DSparkBlock.forward_head: logits + the Markov bias, then argmax (first maximum)
+int64_t add_argmax(const float* a, const float* b, int64_t n, float* out) {
+  int64_t best = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = a[i] + b[i];
+    if (out[i] > out[best]) best = i;
+  }
+  return best;
+}
+
 // torch.topk on CUDA (canonical-arithmetic rule 5)
 void topk(const float* v, int n, int k, int* out) {
   k = std::clamp(k, 0, n);

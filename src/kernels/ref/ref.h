@@ -69,6 +69,7 @@ void hc_post(const float* y, const float* h, const float* post, const float* com
 void swiglu(const float* g, const float* u, int n, float limit, bool weighted, float weight,
             float* out);
 void topk(const float* v, int n, int k, int* out);
+int64_t add_argmax(const float* a, const float* b, int64_t n, float* out);
 
 // The "ref" table (kernels/ref/table.cpp).
 const KernelTable& table();

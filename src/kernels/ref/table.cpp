@@ -30,6 +30,7 @@ const KernelTable& table() {
         hc_post,
         swiglu,
         topk,
+        add_argmax,
     };
     for (int f = int(WeightFormat::kQ8_0); f < int(WeightFormat::kMXFP4); ++f)
       k.gemm[f] = block_family(WeightFormat(f));

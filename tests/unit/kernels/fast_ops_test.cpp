@@ -167,6 +167,54 @@ TEST_P(FastOps, TopkIsBitExact) {
   }
 }
 
+// The draft's Markov step: the sums and the first maximum bit-exact, NaN and -inf included.
+TEST_P(FastOps, AddArgmaxIsBitExact) {
+  const KernelTable& k = *GetParam();
+  std::mt19937 rng(9);
+  const float kSpecial[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1.0f, -1.0f, 1e-40f};
+  int checked_nan_first = 0;
+  for (int n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 100, 4099, 129280}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      std::vector<float> a(static_cast<size_t>(n)), b(a.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        switch (kind) {
+          case 0:  // logits and a small bias
+            a[i] = std::normal_distribution<float>(0.0f, 3.0f)(rng);
+            b[i] = std::normal_distribution<float>(0.0f, 0.1f)(rng);
+            break;
+          case 1:  // few values: ties everywhere
+            a[i] = float(int(rng() % 4));
+            b[i] = 0.0f;
+            break;
+          case 2:  // signed zeros, infinities, NaN, subnormals
+            a[i] = kSpecial[rng() % 8];
+            b[i] = kSpecial[rng() % 8];
+            break;
+          case 3:  // all -inf
+            a[i] = -INFINITY;
+            b[i] = 1.0f;
+            break;
+          default:  // one NaN at the start, the rest ordinary
+            a[i] = i == 0 ? NAN : float(rng() % 1000);
+            b[i] = 0.5f;
+        }
+      }
+      std::vector<float> o0(a.size()), o1(a.size());
+      const int64_t r0 = ref_table().add_argmax(a.data(), b.data(), n, o0.data());
+      const int64_t r1 = k.add_argmax(a.data(), b.data(), n, o1.data());
+      ASSERT_EQ(r0, r1) << k.name << " n=" << n << " kind=" << kind;
+      ASSERT_EQ(0, std::memcmp(o0.data(), o1.data(), o0.size() * sizeof(float)))
+          << k.name << " n=" << n << " kind=" << kind;
+      if (kind == 4) checked_nan_first += r0 == 0;
+    }
+  }
+  EXPECT_EQ(checked_nan_first, 12);  // NaN first keeps the scan at 0 in every length
+  // a late maximum repeated: the first of them
+  std::vector<float> a(1000, 1.0f), b(1000, 0.0f), o(1000);
+  a[517] = a[900] = 2.0f;
+  EXPECT_EQ(k.add_argmax(a.data(), b.data(), 1000, o.data()), 517);
+}
+
 // ---- hc_pre / hc_post: bit-exact; rms_norm, swiglu: within one ulp ----
 
 TEST_P(FastOps, HcPreHcPostAreBitExact) {

@@ -25,8 +25,8 @@ struct DSpark::Stage {
   static std::string prefix(int s) { return "mtp." + std::to_string(s) + "."; }
 };
 
-DSpark::DSpark(const ModelConfig& cfg, const ModelWeights& w)
-    : cfg_(cfg), w_(w), rope_(RopeTable::for_layer(cfg, 0)) {
+DSpark::DSpark(const ModelConfig& cfg, const ModelWeights& w, const VocabProduct& head)
+    : cfg_(cfg), w_(w), head_(head), rope_(RopeTable::for_layer(cfg, 0)) {
   if (w.dspark.stages.empty()) throw std::runtime_error("the model has no DSpark stages");
   for (size_t s = 0; s < w.dspark.stages.size(); ++s)
     stages_.push_back(std::make_unique<Stage>(cfg, int(s), w.dspark.stages[s]));
@@ -41,6 +41,7 @@ DSpark::DSpark(const ModelConfig& cfg, const ModelWeights& w)
     markov_head_.w = reinterpret_cast<const uint8_t*>(markov_padded_.data());
     markov_head_.in = rp;
   }
+  markov_.emplace(markov_head_);
 }
 
 DSpark::~DSpark() = default;
@@ -150,7 +151,7 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
   }
   Draft out;
   out.logits.resize(size_t(B) * size_t(V));
-  linear(ctx, w_.lm_head, yn.data(), B, out.logits.data(), LinearOut::kF32);
+  head_.forward(ctx, yn.data(), B, out.logits.data());
   // the sequential Markov loop: row k gets M_head . E_markov[x_{k-1}] and picks x_k; the
   // confidence of row k reads [y_k ; E_markov[x_{k-1}]]
   out.tokens.push_back(anchor);
@@ -161,7 +162,7 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
     const uint16_t* e = w_.dspark.markov_embed + size_t(out.tokens.back()) * size_t(r);
     std::copy_n(yc.data() + size_t(k) * D, D, joined.data());
     for (int j = 0; j < r; ++j) joined[size_t(D + j)] = bf16_to_f32(e[j]);
-    linear(ctx, markov_head_, joined.data() + D, 1, bias.data(), LinearOut::kF32);
+    markov_->forward(ctx, joined.data() + D, 1, bias.data());
     float* lk = out.logits.data() + size_t(k) * size_t(V);
     out.tokens.push_back(int32_t(ctx.k.add_argmax(lk, bias.data(), V, lk)));
     linear(ctx, w_.dspark.confidence, joined.data(), 1, &out.confidence[size_t(k)],

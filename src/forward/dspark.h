@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "forward/attention.h"
 #include "forward/block.h"
 #include "forward/moe.h"
+#include "forward/vocab_product.h"
 #include "forward/weights.h"
 #include "state/sequence_state.h"
 
@@ -29,7 +31,8 @@ struct Draft {
 
 class DSpark {
  public:
-  DSpark(const ModelConfig& cfg, const ModelWeights& w);
+  // head: the target's LM head (w.lm_head), which the draft shares
+  DSpark(const ModelConfig& cfg, const ModelWeights& w, const VocabProduct& head);
   ~DSpark();
 
   int block_size() const { return cfg_.dspark_block_size; }
@@ -63,6 +66,8 @@ class DSpark {
   // run it (zero terms leave the exact sum unchanged: reference mode is unaffected)
   Linear markov_head_;
   std::vector<uint16_t> markov_padded_;
+  std::optional<VocabProduct> markov_;  // markov_head_'s product
+  const VocabProduct& head_;
   std::vector<std::unique_ptr<Stage>> stages_;
   RopeTable rope_;  // window-only layers: rope_theta, no YaRN
   float softmax_scale_;

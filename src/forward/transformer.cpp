@@ -15,6 +15,7 @@ Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, Thr
       k_(kernels),
       pool_(pool),
       w_(ModelWeights::bind(ckpt)),
+      head_(w_.lm_head),
       token_map_(std::move(engram_token_map)) {
   if (!cfg_.engram_layer_ids.empty()) {
     layout_ = EngramLayout::build(cfg_);
@@ -55,7 +56,7 @@ Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, Thr
   }
   is_tap_.assign(size_t(cfg_.num_hidden_layers), 0);
   if (!w_.dspark.stages.empty()) {
-    dspark_ = std::make_unique<DSpark>(cfg_, w_);
+    dspark_ = std::make_unique<DSpark>(cfg_, w_, head_);
     for (int l : cfg_.dspark_target_layer_ids) is_tap_[size_t(l)] = 1;
   }
 }
@@ -238,7 +239,7 @@ void Transformer::head(const Ctx& ctx, const float* h, const float* pre, int m, 
     ctx.k.rms_norm(x.data() + size_t(i) * D, D, w_.norm, float(cfg_.rms_norm_eps),
                    xn.data() + size_t(i) * D);
   }
-  linear(ctx, w_.lm_head, xn.data(), m, logits, LinearOut::kF32);
+  head_.forward(ctx, xn.data(), m, logits);
 }
 
 LayerIO Transformer::layer_input(const int32_t* ids, int n, int64_t p0,

@@ -28,6 +28,7 @@
 #include "forward/engram.h"
 #include "forward/linear.h"
 #include "forward/stage.h"
+#include "forward/vocab_product.h"
 #include "forward/weights.h"
 #include "model/checkpoint.h"
 #include "model/engram_layout.h"
@@ -292,6 +293,7 @@ class Transformer {
   const KernelTable& k_;
   ThreadPool& pool_;
   ModelWeights w_;
+  VocabProduct head_;  // w_.lm_head
   ExpertSource* experts_ = nullptr;
   EngramStore* engram_ = nullptr;
   EngramLayout layout_;

@@ -1,0 +1,101 @@
+// VocabProduct (forward/vocab_product.h): a vocabulary-wide bf16 product computed once per
+// distinct weight row. With repeated rows it keeps the distinct ones and its outputs equal the
+// whole product's bit for bit, in every kernel table, at every row count (the decode step's,
+// a draft's 5, a verify pass's 6, a prefill's); without enough repeats it runs the whole weight.
+#include "forward/vocab_product.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "forward/linear.h"
+#include "kernels/kernel_table.h"
+#include "numerics/bf16.h"
+
+namespace cedar {
+namespace {
+
+// A [V, K] bf16 weight: `used` random rows at random ids, every other id one shared row.
+std::vector<uint16_t> weight_with_shared_row(int V, int K, int used, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  std::vector<uint16_t> shared(static_cast<size_t>(K)), w(size_t(V) * size_t(K));
+  for (auto& x : shared) x = f32_to_bf16_bits(nd(rng));
+  std::vector<char> is_used(static_cast<size_t>(V), 0);
+  for (int i = 0; i < used; ++i) is_used[rng() % unsigned(V)] = 1;
+  for (int v = 0; v < V; ++v)
+    for (int k = 0; k < K; ++k)
+      w[size_t(v) * size_t(K) + size_t(k)] =
+          is_used[size_t(v)] ? f32_to_bf16_bits(nd(rng)) : shared[size_t(k)];
+  return w;
+}
+
+Linear bf16_linear(const std::vector<uint16_t>& w, int V, int K) {
+  Linear l;
+  l.kind = Linear::Kind::BF16;
+  l.out = V;
+  l.in = K;
+  l.w = reinterpret_cast<const uint8_t*>(w.data());
+  l.name = "head";
+  return l;
+}
+
+std::vector<float> bf16_rows(int m, int K, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(size_t(m) * size_t(K));
+  for (auto& v : x) v = round_bf16(nd(rng));
+  return x;
+}
+
+TEST(VocabProduct, RepeatedRowsGiveTheWholeProductsBits) {
+  const int V = 5000, K = 128;
+  const std::vector<uint16_t> w = weight_with_shared_row(V, K, 900, 3);
+  const Linear whole = bf16_linear(w, V, K);
+  const VocabProduct p(whole);
+  EXPECT_EQ(p.rows(), V);
+  EXPECT_GT(p.distinct_rows(), 700);  // the used rows (some ids drawn twice) + the shared one
+  EXPECT_LT(p.distinct_rows(), 902);
+  ThreadPool pool(2);
+  for (const KernelTable* k : supported_kernel_tables()) {
+    const Ctx ctx{*k, pool};
+    for (int m : {1, 5, 6, 17}) {
+      const std::vector<float> x = bf16_rows(m, K, unsigned(m));
+      std::vector<float> a(size_t(m) * V), b(a.size());
+      linear(ctx, whole, x.data(), m, a.data(), LinearOut::kF32);
+      p.forward(ctx, x.data(), m, b.data());
+      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << k->name << " m=" << m;
+    }
+  }
+}
+
+TEST(VocabProduct, DistinctRowsRunWhole) {
+  ThreadPool pool(2);
+  const Ctx ctx{*supported_kernel_tables().back(), pool};
+  // no repeat at all (a model trained on the whole vocabulary), and repeats only after the
+  // first eighth (the scan stops there), and too few repeats: all run the weight itself
+  const int V = 4096, K = 64;
+  std::vector<uint16_t> w = weight_with_shared_row(V, K, 100000, 5);
+  for (int v = 0; v < V; ++v) w[size_t(v) * K] = uint16_t(v);  // every row distinct
+  std::vector<uint16_t> late = w;
+  for (int v = V / 2; v < V; ++v) std::memcpy(&late[size_t(v) * K], &late[0], K * 2);
+  std::vector<uint16_t> few = w;
+  for (int v = 0; v < V / 8; ++v) std::memcpy(&few[size_t(v) * K], &few[0], K * 2);
+  for (const auto* wt : {&w, &late, &few}) {
+    const Linear whole = bf16_linear(*wt, V, K);
+    const VocabProduct p(whole);
+    EXPECT_EQ(p.distinct_rows(), V);
+    const std::vector<float> x = bf16_rows(3, K, 9);
+    std::vector<float> a(size_t(3) * V), b(a.size());
+    linear(ctx, whole, x.data(), 3, a.data(), LinearOut::kF32);
+    p.forward(ctx, x.data(), 3, b.data());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  }
+}
+
+}  // namespace
+}  // namespace cedar

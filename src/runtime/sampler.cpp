@@ -90,7 +90,6 @@ void check_row(std::span<const float> logits, const RowScan& scan) {
                                (std::isnan(v) ? "NaN" : "+inf"));
   }
 }
-void check_row(std::span<const float> logits) { check_row(logits, scan_row(logits)); }
 
 // the first maximum of a row without NaN
 int32_t first_max(std::span<const float> logits, const RowScan& scan) {
@@ -160,80 +159,129 @@ int32_t argmax(std::span<const float> logits) {
   return int32_t(best);
 }
 
-std::vector<Candidate> sampling_candidates(std::span<const float> logits, const SamplingParams& p) {
-  check_row(logits);
-  if (p.greedy()) return {Candidate{argmax(logits), 1.0}};
-  const int32_t n = int32_t(logits.size());
+namespace {
 
-  // 1-2. Temperature does not change the order, so top-k selects on the raw logits.
-  std::vector<int32_t> ids;
-  bool sorted = false;
-  const float* z = logits.data();
-  if (p.top_k > 0 && p.top_k < n) {
-    ids.resize(size_t(n));
-    for (int32_t i = 0; i < n; ++i) ids[size_t(i)] = i;
-    std::partial_sort(ids.begin(), ids.begin() + p.top_k, ids.end(), ByValueDesc{z});
-    ids.resize(size_t(p.top_k));
-    sorted = true;
-  } else {
-    ids.reserve(size_t(n));
-    for (int32_t i = 0; i < n; ++i)
-      if (z[i] != -INFINITY) ids.push_back(i);
-  }
-  // Drop -inf (probability 0) entries top-k may have kept.
+// Steps 1-2: the k largest logits (ties -> lower id), finite ones only, in ascending id order.
+void top_k_ids(const float* z, int32_t n, int k, std::vector<int32_t>& ids) {
+  ids.resize(size_t(n));
+  for (int32_t i = 0; i < n; ++i) ids[size_t(i)] = i;
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), ByValueDesc{z});
+  ids.resize(size_t(k));
   std::erase_if(ids, [&](int32_t i) { return z[i] == -INFINITY; });
-  if (ids.empty()) throw std::runtime_error("sampler: every logit is -inf");
+  std::sort(ids.begin(), ids.end());
+}
 
-  // 3. Softmax of z / T over the kept tokens, in double.
-  float zmax = -INFINITY;
-  for (int32_t i : ids) zmax = std::max(zmax, z[i]);
-  std::vector<Candidate> c(ids.size());
-  double total = 0.0;
-  for (size_t k = 0; k < ids.size(); ++k) {
-    const double e = std::exp((double(z[ids[k]]) - double(zmax)) / p.temperature);
-    c[k] = Candidate{ids[k], e};
-    total += e;
-  }
-  for (auto& x : c) x.p /= total;
-
-  // 4. Top-p over the sorted distribution (the order of the logits is the order of p).
-  if (p.top_p < 1.0) {
-    auto desc = [&](const Candidate& a, const Candidate& b) { return ByValueDesc{z}(a.id, b.id); };
-    // The kept set is a prefix of the sorted order: sort only a growing head (partial_sort
-    // leaves the head exactly as a full sort would), so a peaked distribution over a 129K
-    // vocabulary costs a partial sort of a few hundred entries.
-    size_t head = sorted ? c.size() : std::min<size_t>(c.size(), 256);
-    if (!sorted) std::partial_sort(c.begin(), c.begin() + ptrdiff_t(head), c.end(), desc);
-    for (;;) {
-      double cum = 0.0;
-      size_t keep = 0;
-      while (keep < head) {
-        cum += c[keep].p;
-        ++keep;
-        if (cum >= p.top_p) break;
-      }
-      if (cum >= p.top_p || head == c.size()) {
-        c.resize(keep);
+// Step 4 on weights c[i].p = exp((z - zmax) / T) (ascending ids; total their sum): keeps the
+// shortest prefix of the descending order (ties -> lower id) whose mass reaches top_p * total,
+// in id order. That prefix is every token above some logit v plus the first t tokens at v (in id
+// order, equal logits having equal weights), found by a quickselect on the logit weighted by
+// mass: linear in the row on average, no sort (a 129K-id row with a flat distribution keeps tens
+// of thousands of ids, and a vocabulary's unused ids tie).
+void top_p_filter(const float* z, double top_p, double total, std::vector<Candidate>& c) {
+  const double target = top_p * total;
+  struct Zw {
+    float z;
+    double w;
+  };
+  static thread_local std::vector<Zw> work, next;
+  work.clear();
+  for (const auto& x : c) work.push_back({z[x.id], x.p});
+  double cum = 0.0;  // the mass of the tokens known to be above the current range
+  float v = 0.0f;
+  size_t t = 0;
+  for (;;) {
+    // the median of three of the range as the pivot (deterministic: the same row, the same cut)
+    float a = work.front().z, b = work[work.size() / 2].z, d = work.back().z;
+    if (a > b) std::swap(a, b);
+    const float pivot = std::max(a, std::min(b, d));
+    // (branch-free sums and copies: the comparisons are unpredictable on a flat row)
+    double above = 0.0, at = 0.0, w_at = 0.0;
+    size_t n_at = 0, n_below = 0;
+    for (const auto& x : work) {
+      above += x.w * double(x.z > pivot);
+      at += x.w * double(x.z == pivot);
+      n_at += x.z == pivot;
+      n_below += x.z < pivot;
+    }
+    for (const auto& x : work)  // (the tied tokens' common weight)
+      if (x.z == pivot) {
+        w_at = x.w;
         break;
       }
-      const size_t next = std::min(c.size(), head * 4);
-      std::partial_sort(c.begin() + ptrdiff_t(head), c.begin() + ptrdiff_t(next), c.end(), desc);
-      head = next;
+    auto keep_where = [&](bool upper) {
+      next.resize(work.size());
+      size_t k = 0;
+      for (const auto& x : work) {
+        next[k] = x;
+        k += upper ? x.z > pivot : x.z < pivot;
+      }
+      next.resize(k);
+      std::swap(work, next);
+    };
+    if (cum + above >= target) {  // the cut is above the pivot
+      keep_where(true);
+    } else if (cum + above + at >= target || n_below == 0) {  // at the pivot
+      cum += above;
+      v = pivot;
+      while (t < n_at && (t == 0 || cum < target)) {
+        cum += w_at;
+        ++t;
+      }
+      break;
+    } else {  // below it
+      cum += above + at;
+      keep_where(false);
     }
-    sorted = true;
   }
-
-  // 5. Min-p relative to the most likely token (renormalisation does not change the ratio).
-  if (p.min_p > 0.0) {
-    double pmax = 0.0;
-    for (const auto& x : c) pmax = std::max(pmax, x.p);
-    const double floor_p = p.min_p * pmax;
-    std::erase_if(c, [&](const Candidate& x) { return x.p < floor_p; });
+  size_t out = 0, taken_at = 0;
+  for (const auto& x : c) {
+    const float zx = z[x.id];
+    if (zx > v || (zx == v && taken_at++ < t)) c[out++] = x;
   }
+  c.resize(out);
+}
 
+// Steps 1-5 into c (reused: a 129K-id row is 2 MB of candidates).
+void filter(std::span<const float> logits, const SamplingParams& p, std::vector<Candidate>& c) {
+  const RowScan scan = scan_row(logits);
+  check_row(logits, scan);
+  c.clear();
+  if (p.greedy()) {
+    c.push_back(Candidate{first_max(logits, scan), 1.0});
+    return;
+  }
+  if (scan.max == -INFINITY) throw std::runtime_error("sampler: every logit is -inf");
+  const int32_t n = int32_t(logits.size());
+  const float* z = logits.data();
+  // 1-3. the kept ids (top-k, or every finite one) with weights exp((z - zmax) / T): the most
+  // likely token's is exactly 1 (top-k keeps it)
+  const double zmax = double(scan.max), T = p.temperature;
+  auto weight = [&](int32_t i) { return std::exp((double(z[i]) - zmax) / T); };
+  if (p.top_k > 0 && p.top_k < n) {
+    static thread_local std::vector<int32_t> ids;
+    top_k_ids(z, n, p.top_k, ids);
+    for (int32_t i : ids) c.push_back(Candidate{i, weight(i)});
+  } else {
+    c.reserve(size_t(n));
+    for (int32_t i = 0; i < n; ++i)
+      if (z[i] != -INFINITY) c.push_back(Candidate{i, weight(i)});
+  }
+  double total = 0.0;
+  for (const auto& x : c) total += x.p;
+  // 4. top-p
+  if (p.top_p < 1.0) top_p_filter(z, p.top_p, total, c);
+  // 5. min-p: p_i >= min_p * max p, that is weight >= min_p (the largest weight is 1)
+  if (p.min_p > 0.0) std::erase_if(c, [&](const Candidate& x) { return x.p < p.min_p; });
   double kept = 0.0;
   for (const auto& x : c) kept += x.p;
   for (auto& x : c) x.p /= kept;
+}
+
+}  // namespace
+
+std::vector<Candidate> sampling_candidates(std::span<const float> logits, const SamplingParams& p) {
+  std::vector<Candidate> c;
+  filter(logits, p, c);
   return c;
 }
 
@@ -259,8 +307,9 @@ int32_t Sampler::sample(std::span<const float> logits, int64_t position) const {
     check_row(logits, scan);
     return first_max(logits, scan);
   }
-  return pick_candidate(sampling_candidates(logits, p_),
-                        sample_uniform(p_.seed, uint64_t(position)));
+  static thread_local std::vector<Candidate> c;
+  filter(logits, p_, c);
+  return pick_candidate(c, sample_uniform(p_.seed, uint64_t(position)));
 }
 
 }  // namespace cedar::runtime

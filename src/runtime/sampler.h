@@ -9,12 +9,14 @@
 //   1. temperature   z_i = logit_i / T             (T <= 0: greedy argmax, ties -> lowest id)
 //   2. top-k         keep the k largest z (ties -> lower id first); k <= 0 disables
 //   3. softmax       p_i = exp(z_i - max z) / sum, in double, over the kept tokens
-//   4. top-p         sort by p descending (ties -> lower id), keep the shortest prefix whose
-//                    cumulative mass reaches top_p (at least one token); top_p >= 1 disables
+//   4. top-p         in the order of p descending (ties -> lower id), keep the shortest prefix
+//                    whose cumulative mass reaches top_p (at least one token); top_p >= 1
+//                    disables
 //   5. min-p         keep tokens with p_i >= min_p * max p; min_p <= 0 disables
-//   6. sample        u = uniform[0,1) from (seed, position); walk the kept tokens in their order
-//                    (sorted when step 2 or 4 sorted them, else ascending id) and return the
-//                    first whose cumulative mass exceeds u * (kept mass)
+//   6. sample        u = uniform[0,1) from (seed, position); walk the kept tokens in ascending
+//                    id order and return the first whose cumulative mass exceeds u * (kept mass)
+// Steps 2-5 never sort the whole row (a vocabulary of 129,280 ids): top-k keeps a heap of k,
+// top-p sorts only the tokens near its cut (sampler.cpp), min-p is a threshold.
 // Non-finite logits: -inf is a token of probability 0; NaN or +inf is an error.
 #pragma once
 
@@ -51,9 +53,9 @@ struct Candidate {
 // mixing of seed and position: a pure function).
 double sample_uniform(uint64_t seed, uint64_t position);
 
-// Steps 1-5: the kept tokens in walk order with renormalised probabilities. For greedy params
-// this is the single argmax with p = 1. Throws std::runtime_error on NaN/+inf logits or an empty
-// row.
+// Steps 1-5: the kept tokens in ascending id order with renormalised probabilities. For greedy
+// params this is the single argmax with p = 1. Throws std::runtime_error on NaN/+inf logits or an
+// empty row.
 std::vector<Candidate> sampling_candidates(std::span<const float> logits, const SamplingParams& p);
 
 // Step 6 with an explicit u in [0, 1).

@@ -69,6 +69,16 @@ std::vector<float> Engine::encode_image(const vision::ImagePatches& patches) {
   return cedar::encode_image(ctx, config(), model_->weights().vision, patches);
 }
 
+SpecPayoff Engine::spec_payoff() const {
+  std::lock_guard<std::mutex> lk(payoff_mu_);
+  return payoff_;
+}
+
+void Engine::set_spec_payoff(const SpecPayoff& p) {
+  std::lock_guard<std::mutex> lk(payoff_mu_);
+  payoff_ = p;
+}
+
 void Engine::enable_batching(BatcherOptions opt) {
   if (!batcher_) batcher_ = std::make_unique<ForwardBatcher>(*model_, forward_mu_, opt);
 }

@@ -26,6 +26,7 @@
 #include "model/checkpoint.h"
 #include "runtime/batcher.h"
 #include "runtime/memory_plan.h"
+#include "runtime/spec_payoff.h"
 #include "runtime/token_constraint.h"
 #include "text/chat_encoder.h"
 #include "text/chat_request.h"
@@ -112,6 +113,12 @@ class Engine {
   // The vocabulary's byte trie for constrained decoding, built on first use (thread-safe).
   const TokenTrie& token_trie() const;
 
+  // What DSpark speculation measured in the last generation that used it (runtime/spec_payoff.h:
+  // a pass's cost and yield against a plain step's): the next generation's payoff gate starts
+  // from it instead of learning again. Thread-safe.
+  SpecPayoff spec_payoff() const;
+  void set_spec_payoff(const SpecPayoff& p);
+
  private:
   Engine() = default;
   Prompt prompt_from(text::RenderResult r) const;
@@ -127,6 +134,8 @@ class Engine {
   const KernelTable* kernels_ = nullptr;
   std::vector<int32_t> stop_ids_;
   std::mutex forward_mu_;
+  mutable std::mutex payoff_mu_;
+  SpecPayoff payoff_;
   mutable std::once_flag trie_once_;
   mutable std::unique_ptr<TokenTrie> trie_;
   std::unique_ptr<ForwardBatcher> batcher_;  // declared last: stopped before the model goes

@@ -145,7 +145,7 @@ void Generator::reset() {
 
 void Generator::forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
                         const GenerationOptions& opt, std::vector<float>* logits,
-                        std::span<const ImageInput> images) {
+                        std::span<const ImageInput> images, bool seed) {
   const int64_t V = engine_.config().vocab_size;
   std::vector<int32_t> real;  // identity ids -> the ids the model reads
   if (!images.empty()) {
@@ -158,7 +158,7 @@ void Generator::forward(const int32_t* ids, int n, bool want_logits, bool comple
   fo.mode = opt.exact_prefill ? PrefillMode::kExact : PrefillMode::kCed;
   fo.completes_prompt = completes_prompt;
   fo.logits = want_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
-  fo.dspark_seed = opt.speculative.enabled;  // every forward keeps the drafter's rings current
+  fo.dspark_seed = opt.speculative.enabled && seed;  // the drafter's rings follow the state
   fo.images = images;
   engine_.forward(state_, real.empty() ? ids : real.data(), n, int64_t(tokens_.size()), fo,
                   want_logits ? logits->data() : nullptr);
@@ -249,7 +249,7 @@ void Generator::next_logits(int32_t id, int64_t left, VerifyPass& look,
     return;
   }
   const auto t0 = Clock::now();
-  forward(&id, 1, true, true, opt, logits);
+  forward(&id, 1, true, true, opt, logits, {}, look.seeding());
   look.plain_step(std::chrono::duration<double>(Clock::now() - t0).count());
   ++res->decode_steps;
 }

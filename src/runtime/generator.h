@@ -146,9 +146,11 @@ class Generator {
   void prefill(std::span<const int32_t> prompt, const GenerationOptions& opt,
                const GenerationCallbacks& cb, GenerationResult* res, std::vector<float>* logits);
   // ids may be identity ids (prompt_images.h): their image positions go in as the placeholder
+  // token with the image's rows. seed: write the DSpark rings too when speculation is on
+  // (VerifyPass::seeding).
   void forward(const int32_t* ids, int n, bool want_logits, bool completes_prompt,
                const GenerationOptions& opt, std::vector<float>* logits,
-               std::span<const ImageInput> images = {});
+               std::span<const ImageInput> images = {}, bool seed = true);
   void next_logits(int32_t id, int64_t left, VerifyPass& look, const GenerationOptions& opt,
                    std::vector<float>* logits, GenerationResult* res);
 

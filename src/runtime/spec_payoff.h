@@ -20,6 +20,10 @@ class SpecPayoff {
   // Passes emit at least as many tokens per second as plain steps (true until judged()).
   bool pays() const;
   double pass_tokens_per_s() const { return pass_s_ > 0 ? pass_tokens_ / pass_s_ : 0.0; }
+  // Plain steps to pause after a pass that does not pay: ten times what a pass loses against
+  // plain steps, counted in plain steps, so a probing pass costs at most a tenth of the time
+  // paused before it; within [lo, hi]. lo until judged() and while passes pay.
+  int pause_steps(int lo, int hi) const;
   double plain_tokens_per_s() const { return plain_s_ > 0 ? 1.0 / plain_s_ : 0.0; }
 
  private:

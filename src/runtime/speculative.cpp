@@ -34,19 +34,32 @@ VerifyPass::VerifyPass(Engine& engine, const SpeculativeOptions& opt) : engine_(
   if (spec_tokens_ + 1 > engine.config().sliding_window)
     throw std::runtime_error("speculative decoding: " + std::to_string(spec_tokens_) +
                              " drafts per pass do not fit the window");
+  // The drafter's costs are the model's and the machine's: a generation starts from what the
+  // last one measured, paused at once when that said passes do not pay (a short generation no
+  // longer spends its first passes and a timed plain step learning it again). A test hook's
+  // proposer starts afresh.
+  if (own_proposer_) {
+    payoff_ = engine.spec_payoff();
+    if (opt_.payoff_gate && payoff_.judged() && !payoff_.pays())
+      pause_left_ = payoff_.pause_steps(kMinPause, kMaxPause);
+  }
+}
+
+VerifyPass::~VerifyPass() {
+  if (opt_.enabled && own_proposer_ && payoff_.judged()) engine_.set_spec_payoff(payoff_);
 }
 
 bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base) {
   if (!opt_.enabled || max_drafts < 1 || active_) return false;
-  // the drafter's rings must reach this position (not so after a prefix-cache restore or a
-  // forward that did not seed): a plain forward instead, which seeds them
-  if (own_proposer_ && (st.dspark_to != st.n_tokens || st.dspark_from >= st.dspark_to))
-    return false;
   if (pause_left_ > 0) {  // the drafter has not been helping: plain steps for a while
     --pause_left_;
     ++stats_.paused_steps;
     return false;
   }
+  // the drafter's rings must reach this position (not so after a prefix-cache restore or a
+  // forward that did not seed): a plain forward instead, which seeds them
+  if (own_proposer_ && (st.dspark_to != st.n_tokens || st.dspark_from >= st.dspark_to))
+    return false;
   const int max = std::min(max_drafts, spec_tokens_);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> drafts;
@@ -129,7 +142,8 @@ int VerifyPass::finish(SequenceState& st) {
 }
 
 void VerifyPass::pause() {
-  pause_left_ = pause_len_;
+  pause_left_ = opt_.payoff_gate ? std::max(pause_len_, payoff_.pause_steps(kMinPause, kMaxPause))
+                                 : pause_len_;
   pause_len_ = std::min(kMaxPause, 2 * pause_len_);
 }
 

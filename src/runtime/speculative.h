@@ -53,6 +53,10 @@ class VerifyPass {
   // Throws std::runtime_error when speculation is enabled on a model without DSpark stages (and
   // no proposer is given) or spec_tokens does not fit a window.
   VerifyPass(Engine& engine, const SpeculativeOptions& opt);
+  // Leaves what the DSpark drafter's passes measured with the engine (Engine::spec_payoff).
+  ~VerifyPass();
+  VerifyPass(const VerifyPass&) = delete;
+  VerifyPass& operator=(const VerifyPass&) = delete;
 
   int spec_tokens() const { return spec_tokens_; }
 
@@ -63,6 +67,11 @@ class VerifyPass {
   // plain forward, which seeds them again).
   bool run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base);
   bool active() const { return active_; }
+  // Whether this step's plain forward should write the drafter's rings (after run() declined):
+  // not while more than kSeedAhead paused steps lie ahead. Seeding costs about a third of the
+  // default model's step; the last kSeedAhead steps of a pause write the rings again, so drafts
+  // resume with that much context (the rings restart where seeding resumes, forward/dspark.h).
+  bool seeding() const { return opt_.enabled && pause_left_ <= kSeedAhead; }
   const std::vector<int32_t>& rows() const { return rows_; }  // [id, drafts] of the pass
   // The logits of the current row (the row the next token is chosen from) and its position.
   const float* logits() const;
@@ -84,7 +93,7 @@ class VerifyPass {
   // back-off (finish()): a drafter whose passes keep nothing costs a verify pass per token; a
   // pass that does not pay (payoff_) pauses too, and the first passes pause briefly once to
   // time a plain step
-  static constexpr int kIdlePasses = 4, kMinPause = 8, kMaxPause = 256;
+  static constexpr int kIdlePasses = 4, kMinPause = 8, kMaxPause = 256, kSeedAhead = 32;
   int idle_passes_ = 0, pause_left_ = 0, pause_len_ = kMinPause;
   void pause();
   SpecPayoff payoff_;

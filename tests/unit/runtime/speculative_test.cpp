@@ -247,6 +247,46 @@ TEST(SpecPayoff, JudgesTokensPerSecondOfPassesAgainstPlainSteps) {
   g.pass(0.0, 6);  // an unmeasurable sample is ignored
   g.plain_step(-1.0);
   EXPECT_TRUE(g.pays());
+  EXPECT_EQ(g.pause_steps(8, 256), 8);  // paying: the shortest pause
+}
+
+// A pass that does not pay pauses for ten times the plain steps it loses, within the bounds.
+TEST(SpecPayoff, PausesInProportionToWhatAPassLoses) {
+  SpecPayoff g;
+  for (int i = 0; i < 4; ++i) g.pass(0.008, 3);  // a pass: 8 plain steps' time for 3 tokens
+  g.plain_step(0.001);
+  ASSERT_FALSE(g.pays());
+  EXPECT_EQ(g.pause_steps(8, 256), 50);  // loses 5 steps a pass
+  EXPECT_EQ(g.pause_steps(8, 40), 40);
+  for (int i = 0; i < 40; ++i) g.pass(0.1, 1);  // loses ~99 steps a pass
+  EXPECT_EQ(g.pause_steps(8, 256), 256);
+}
+
+// The engine keeps what the drafter's last generation measured: the next one, gate on, starts
+// paused when passes did not pay (no passes for its first steps), and runs passes when they did.
+TEST(Speculative, GenerationsStartFromTheEnginesMeasuredPayoff) {
+  const SpecPayoff before = engine().spec_payoff();
+  const std::vector<int32_t> p = prompt_ids(40, 7);
+  GenerationOptions o = greedy(30);
+  o.speculative.enabled = true;
+  o.speculative.payoff_gate = true;
+  SpecPayoff loses;
+  for (int i = 0; i < 4; ++i) loses.pass(0.008, 3);
+  loses.plain_step(0.001);
+  engine().set_spec_payoff(loses);
+  Generator g(engine());
+  const GenerationResult a = g.generate(p, o);
+  EXPECT_EQ(a.speculative.passes, 0);
+  // 30 tokens: 29 steps, of which the last cannot draft (one token left): 28 paused
+  EXPECT_EQ(a.speculative.paused_steps, 28);
+  SpecPayoff pays;
+  for (int i = 0; i < 4; ++i) pays.pass(0.002, 4);
+  pays.plain_step(0.001);
+  engine().set_spec_payoff(pays);
+  Generator h(engine());
+  EXPECT_GT(h.generate(p, o).speculative.passes, 0);
+  EXPECT_TRUE(engine().spec_payoff().judged());  // left by the generation that ran passes
+  engine().set_spec_payoff(before);
 }
 
 // A drafter far slower than a plain step (its proposals cost 300 ms) keeps drafts but does not

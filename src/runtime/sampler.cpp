@@ -189,7 +189,15 @@ void top_p_filter(const float* z, double top_p, double total, std::vector<Candid
   double cum = 0.0;  // the mass of the tokens known to be above the current range
   float v = 0.0f;
   size_t t = 0;
-  for (;;) {
+  for (int round = 0;; ++round) {
+    if (round == 64) {  // (a pathological order: finish with a sort of what is left)
+      std::sort(work.begin(), work.end(), [](const Zw& a, const Zw& b) { return a.z > b.z; });
+      size_t k = 0;
+      while (k < work.size() && (k == 0 || cum < target)) cum += work[k++].w;
+      v = work[k - 1].z;
+      for (size_t i = k; i-- > 0 && work[i].z == v;) ++t;
+      break;
+    }
     // the median of three of the range as the pivot (deterministic: the same row, the same cut)
     float a = work.front().z, b = work[work.size() / 2].z, d = work.back().z;
     if (a > b) std::swap(a, b);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -200,6 +201,26 @@ TEST(Sampler, TopPOnAWideRowEqualsAFullSort) {
   order.resize(keep);
   std::sort(order.begin(), order.end());
   EXPECT_EQ(ids_of(c), order);
+}
+
+TEST(Sampler, TopPCutsInsideATieInIdOrder) {
+  // one likely token and 1000 tied ones (weights 1 and e^-4 = 0.0183): top-p 0.5 of the mass
+  // (~9.66) takes the likely token and the first 473 tied ids, in id order
+  std::vector<float> v(1001, 1.0f);
+  v[500] = 5.0f;
+  SamplingParams p;
+  p.top_p = 0.5;
+  const auto c = sampling_candidates(v, p);
+  const double w = std::exp(-4.0), target = 0.5 * (1.0 + 1000 * w);
+  size_t want = 1;
+  for (double cum = 1.0; cum < target; cum += w) ++want;
+  ASSERT_EQ(c.size(), want);
+  std::vector<int32_t> ids;
+  for (int32_t i = 0; ids.size() + 1 < want; ++i)
+    if (i != 500) ids.push_back(i);
+  ids.push_back(500);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids_of(c), ids);
 }
 
 TEST(Sampler, MinPIsRelativeToTheMostLikelyToken) {

@@ -142,25 +142,14 @@ void get_lists(WireReader& r, std::vector<std::vector<T>>& lists) {
   for (auto& l : lists) l = r.get_array<T>();
 }
 
-// bytes per row of a source's four arrays: main rows, their scales, index keys, their scales
-struct RowBytes {
-  size_t a, b, e, f;
-  explicit RowBytes(const CompressedKv& c)
-      : a(size_t(c.head_dim / 2)),
-        b(size_t(c.head_dim / 16)),
-        e(size_t(c.index_head_dim / 2)),
-        f(size_t(c.index_head_dim / 32)) {}
-};
-
 // rows [from, n_rows) of one source: main rows, their scales, index keys, their scales
 void put_rows(WireWriter& w, const CompressedKv& c, int64_t from) {
-  const auto [a, b, e, f] = RowBytes(c);
   const size_t n = size_t(c.n_rows - from);
   w.put<int64_t>(from);
-  w.put_array(c.kv_row(from), n * a);
-  w.put_array(c.kv_scales_row(from), n * b);
-  w.put_array(c.ik_row(from), n * e);
-  w.put_array(c.ik_scales_row(from), n * f);
+  w.put_array(c.kv_row(from), n * c.kv_row_bytes());
+  w.put_array(c.kv_scales_row(from), n * c.kv_scales_row_bytes());
+  w.put_array(c.ik_row(from), n * c.ik_row_bytes());
+  w.put_array(c.ik_scales_row(from), n * c.ik_scales_row_bytes());
 }
 
 void get_rows(WireReader& r, CompressedKv& c, int layer) {
@@ -172,9 +161,9 @@ void get_rows(WireReader& r, CompressedKv& c, int layer) {
   // every block checked before any is appended: a malformed message leaves the rows as they were
   std::vector<uint8_t> kv = r.get_array<uint8_t>(), kvs = r.get_array<uint8_t>(),
                        ik = r.get_array<uint8_t>(), iks = r.get_array<uint8_t>();
-  const auto [a, b, e, f] = RowBytes(c);
-  const size_t n = kv.size() / a;
-  if (kv.size() != n * a || kvs.size() != n * b || ik.size() != n * e || iks.size() != n * f)
+  const size_t n = kv.size() / c.kv_row_bytes();
+  if (kv.size() != n * c.kv_row_bytes() || kvs.size() != n * c.kv_scales_row_bytes() ||
+      ik.size() != n * c.ik_row_bytes() || iks.size() != n * c.ik_scales_row_bytes())
     throw std::runtime_error("pipeline: a malformed row block");
   c.append(kv.data(), kvs.data(), ik.data(), iks.data(), int64_t(n));
 }

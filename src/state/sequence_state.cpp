@@ -39,18 +39,18 @@ void WindowRing::read(int64_t pos, float* out) const {
 void CompressedKv::append(const uint8_t* kv_packed, const uint8_t* kv_scales,
                           const uint8_t* ik_packed, const uint8_t* ik_scales, int64_t rows) {
   const size_t n = size_t(rows);
-  kv_fp4.insert(kv_fp4.end(), kv_packed, kv_packed + n * size_t(head_dim / 2));
-  kv_scale.insert(kv_scale.end(), kv_scales, kv_scales + n * size_t(head_dim / 16));
-  ik_fp4.insert(ik_fp4.end(), ik_packed, ik_packed + n * size_t(index_head_dim / 2));
-  ik_scale.insert(ik_scale.end(), ik_scales, ik_scales + n * size_t(index_head_dim / 32));
+  kv_fp4.insert(kv_fp4.end(), kv_packed, kv_packed + n * kv_row_bytes());
+  kv_scale.insert(kv_scale.end(), kv_scales, kv_scales + n * kv_scales_row_bytes());
+  ik_fp4.insert(ik_fp4.end(), ik_packed, ik_packed + n * ik_row_bytes());
+  ik_scale.insert(ik_scale.end(), ik_scales, ik_scales + n * ik_scales_row_bytes());
   n_rows += rows;
 }
 
 void CompressedKv::read_kv(int64_t row, float* out) const {
   if (row < 0 || row >= n_rows)
     throw std::runtime_error("compressed KV row " + std::to_string(row) + " out of range");
-  const uint8_t* p = kv_fp4.data() + size_t(row) * size_t(head_dim / 2);
-  const uint8_t* s = kv_scale.data() + size_t(row) * size_t(head_dim / 16);
+  const uint8_t* p = kv_row(row);
+  const uint8_t* s = kv_scales_row(row);
   const Tables& T = tables();
   for (int i = 0; i < head_dim; i += 2) {
     const float sc = T.e4m3[s[i / 16]];
@@ -103,10 +103,10 @@ SequenceState::SequenceState(const ModelConfig& cfg) {
 
 void CompressedKv::keep_rows(int64_t rows) {
   n_rows = rows;
-  kv_fp4.resize(size_t(rows) * size_t(head_dim / 2));
-  kv_scale.resize(size_t(rows) * size_t(head_dim / 16));
-  ik_fp4.resize(size_t(rows) * size_t(index_head_dim / 2));
-  ik_scale.resize(size_t(rows) * size_t(index_head_dim / 32));
+  kv_fp4.resize(size_t(rows) * kv_row_bytes());
+  kv_scale.resize(size_t(rows) * kv_scales_row_bytes());
+  ik_fp4.resize(size_t(rows) * ik_row_bytes());
+  ik_scale.resize(size_t(rows) * ik_scales_row_bytes());
 }
 
 void SequenceState::drop_window() {
@@ -124,10 +124,10 @@ void SequenceState::reserve(int64_t n) {
   for (auto& c : compressed) {
     if (c.ratio <= 0) continue;
     const size_t rows = size_t(n / c.ratio);
-    c.kv_fp4.reserve(rows * size_t(c.head_dim / 2));
-    c.kv_scale.reserve(rows * size_t(c.head_dim / 16));
-    c.ik_fp4.reserve(rows * size_t(c.index_head_dim / 2));
-    c.ik_scale.reserve(rows * size_t(c.index_head_dim / 32));
+    c.kv_fp4.reserve(rows * c.kv_row_bytes());
+    c.kv_scale.reserve(rows * c.kv_scales_row_bytes());
+    c.ik_fp4.reserve(rows * c.ik_row_bytes());
+    c.ik_scale.reserve(rows * c.ik_scales_row_bytes());
   }
 }
 

@@ -71,17 +71,18 @@ struct CompressedKv {
   void keep_rows(int64_t rows);
   void read_kv(int64_t row, float* out) const;         // exact bf16 values [head_dim]
   void read_index_key(int64_t row, float* out) const;  // exact bf16 values [index_head_dim]
-  const uint8_t* kv_row(int64_t row) const {
-    return kv_fp4.data() + size_t(row) * size_t(head_dim / 2);
-  }
+  // bytes per row of the four arrays
+  size_t kv_row_bytes() const { return size_t(head_dim / 2); }
+  size_t kv_scales_row_bytes() const { return size_t(head_dim / 16); }
+  size_t ik_row_bytes() const { return size_t(index_head_dim / 2); }
+  size_t ik_scales_row_bytes() const { return size_t(index_head_dim / 32); }
+  const uint8_t* kv_row(int64_t row) const { return kv_fp4.data() + size_t(row) * kv_row_bytes(); }
   const uint8_t* kv_scales_row(int64_t row) const {
-    return kv_scale.data() + size_t(row) * size_t(head_dim / 16);
+    return kv_scale.data() + size_t(row) * kv_scales_row_bytes();
   }
-  const uint8_t* ik_row(int64_t row) const {
-    return ik_fp4.data() + size_t(row) * size_t(index_head_dim / 2);
-  }
+  const uint8_t* ik_row(int64_t row) const { return ik_fp4.data() + size_t(row) * ik_row_bytes(); }
   const uint8_t* ik_scales_row(int64_t row) const {
-    return ik_scale.data() + size_t(row) * size_t(index_head_dim / 32);
+    return ik_scale.data() + size_t(row) * ik_scales_row_bytes();
   }
 };
 

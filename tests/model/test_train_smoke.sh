@@ -80,30 +80,43 @@ PYEOF
 }
 check "compact expands to the export" same_tensors "$WORK/expanded" "$WORK/m"
 # the way back in: the compact model loaded into the trainer and exported again is unchanged
-"$PY" - "$T" "$WORK" <<'PYEOF'
+reexport() {  # reexport SRC DST [mtp]: SRC (compact) into the trainer (and its drafter), out as DST
+  "$PY" - "$T" "$WORK" "$1" "$2" "${3:-}" <<'PYEOF'
 import os, sys
 sys.path.insert(0, sys.argv[1])
 os.environ["CEDAR_TRAIN_BLAS_CHOSEN"] = "1"
 import train, export, load_compact
-w = sys.argv[2]
+from torch_dspark import DSpark
+w, src, dst = sys.argv[2:5]
 args, model, _ = train.build(os.path.join(w, "tpl"), os.path.join(w, "data"))
-load_compact.load_into(model, os.path.join(w, "compact"))
-os.makedirs(os.path.join(w, "compact2"))
-export.export_compact(os.path.join(w, "tpl"), model.state_dict(), os.path.join(w, "compact2"))
+load_compact.load_into(model, src)
+state = model.state_dict()
+if sys.argv[5] == "mtp":
+    drafter = DSpark(args, len(model.used_ids) + 1)
+    load_compact.load_drafter(drafter, src, model.used_ids.numpy())
+    state = {**state, **drafter.state_dict()}
+os.makedirs(dst)
+export.export_compact(os.path.join(w, "tpl"), state, dst)
 PYEOF
-check "compact -> trainer -> compact keeps every value" "$PY" - "$WORK" "$T" <<'PYEOF'
+}
+reexport "$WORK/compact" "$WORK/compact2"
+same_values() {  # same_values A B [mtp]: two compact models hold the same values (and mtp.*)
+  "$PY" - "$1" "$2" "$T" "${3:-}" <<'PYEOF'
 # values, not codes: a block whose largest code is 224 may come back as 448 at half the scale
 import os, sys
-sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, sys.argv[3])
 import numpy as np
 import load_compact as L
 from checkpoint import SafetensorsFile
-a = SafetensorsFile(os.path.join(sys.argv[1], "compact", "compact.safetensors"))
-b = SafetensorsFile(os.path.join(sys.argv[1], "compact2", "compact.safetensors"))
+a = SafetensorsFile(os.path.join(sys.argv[1], "compact.safetensors"))
+b = SafetensorsFile(os.path.join(sys.argv[2], "compact.safetensors"))
 assert a.names() == b.names()
+assert sys.argv[4] != "mtp" or any(n.startswith("mtp.") for n in a.names())
 bad = [n for n in a.names() if not np.array_equal(L.value(a, n), L.value(b, n))]
 assert not bad, bad[:5]
 PYEOF
+}
+check "compact -> trainer -> compact keeps every value" same_values "$WORK/compact" "$WORK/compact2"
 # the drafter, trained with the target frozen (the compact model above as the target), half of
 # its rows the target's own greedy continuations (distill_data.py through cedar serve)
 "$PY" "$T/distill_data.py" --cedar "$CEDAR_BIN" --model "$WORK/m" --corpus "$WORK/corpus.jsonl" \
@@ -137,6 +150,11 @@ check "drafter: trainer == engine (target and one draft cycle)" "$PY" "$T/check_
 "$CEDAR_BIN" expand-model --compact "$WORK/mdc" --tokenizer "$WORK/tpl/tokenizer.json" \
   --out "$WORK/mdx" >/dev/null
 check "drafter: compact (Markov tables as rows) expands to the export" same_tensors "$WORK/mdx" "$WORK/md"
+# the drafter's way back in (train_dspark.py --init-drafter): target and drafter loaded from the
+# compact model and exported again keep every value
+reexport "$WORK/mdc" "$WORK/mdc2" mtp
+check "drafter: compact -> trainer -> compact keeps every value" \
+  same_values "$WORK/mdc" "$WORK/mdc2" mtp
 for spec in off dspark; do
   "$CEDAR_BIN" run -m "$WORK/md" --raw -p "The Lord said" -n 24 --temp 0 --speculative "$spec" \
     >"$WORK/run-$spec.txt"

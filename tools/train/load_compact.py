@@ -43,26 +43,60 @@ def value(f, name):
     return nx.bf16_from_bits(raw) if f.dtype(name) == "BF16" else np.array(raw, dtype=np.float32)
 
 
+def torch_state(sd, known, f):
+    """sd's tensors with the values `known` gives or the compact file `f` holds under the
+    checkpoint's name of each key (the router's weight is a Linear inside Gate: its torch key is
+    ffn.gate.weight.weight)."""
+    out = dict(known)
+    for key in sd:
+        if key in out or key == "used_ids":
+            continue
+        gate = key.endswith(".ffn.gate.weight.weight")
+        out[key] = value(f, key[: -len(".weight")] if gate else key)
+    return {k: torch.from_numpy(np.ascontiguousarray(out[k], dtype=np.float32)).view(sd[k].shape)
+            if k in out else sd[k] for k in sd}
+
+
+def row_pick(f, used_ids):
+    """Where each of `used_ids` sits among the compact model's used ids (their count, the "other"
+    row's index, for an id the model did not use), and how many it knew."""
+    old_ids = f.raw("compact.used_ids").astype(np.int64)
+    pos = {int(v): i for i, v in enumerate(old_ids)}
+    pick = np.array([pos.get(int(v), len(old_ids)) for v in used_ids])
+    return pick, int((pick < len(old_ids)).sum())
+
+
 def load_into(model, compact_dir):
     f = SafetensorsFile(os.path.join(compact_dir, "compact.safetensors"))
-    sd = model.state_dict()
-    old_ids = f.raw("compact.used_ids").astype(np.int64)
     emb, head = (nx.bf16_from_bits(f.raw(n)) for n in ("compact.embed_rows", "compact.head_rows"))
-    pos = {int(v): i for i, v in enumerate(old_ids)}
     new_ids = model.used_ids.numpy()
-    pick = np.array([pos.get(int(v), len(old_ids)) for v in new_ids])
-    out = {
+    pick, kept = row_pick(f, new_ids)
+    known = {
         "embed.weight": np.concatenate([emb[pick], emb[-1:]]),
         "head.weight": head[pick],
         "head_other": head[-1],
     }
-    for key in sd:
-        if key in out or key == "used_ids":
-            continue
-        # the router's weight is a Linear inside Gate: ffn.gate.weight.weight in torch
-        out[key] = value(f, key[: -len(".weight")] if key.endswith(".ffn.gate.weight.weight") else key)
-    new_sd = {k: torch.from_numpy(np.ascontiguousarray(out[k], dtype=np.float32)).view(sd[k].shape)
-              if k in out else sd[k] for k in sd}
-    model.load_state_dict(new_sd)
-    kept = int((pick < len(old_ids)).sum())
+    model.load_state_dict(torch_state(model.state_dict(), known, f))
     print(f"init: {compact_dir}: {kept}/{len(new_ids)} used ids kept their rows", flush=True)
+
+
+MARKOV = {"markov_head.embed.weight": "compact.markov_embed_rows",
+          "markov_head.head.weight": "compact.markov_head_rows"}
+
+
+def load_drafter(drafter, compact_dir, used_ids):
+    """A DSpark drafter (torch_dspark.DSpark) from a compact model's mtp.* tensors, its Markov
+    tables re-indexed to the target's `used_ids` as load_into does embed/head: the drafter of an
+    earlier target goes on training against a retrained one."""
+    f = SafetensorsFile(os.path.join(compact_dir, "compact.safetensors"))
+    sd = drafter.state_dict()
+    pick, kept = row_pick(f, used_ids)
+    known = {}
+    for key in sd:
+        table = next((c for suffix, c in MARKOV.items() if key.endswith(suffix)), None)
+        if table:
+            rows = nx.bf16_from_bits(f.raw(table))
+            known[key] = np.concatenate([rows[pick], rows[-1:]])
+    drafter.load_state_dict(torch_state(sd, known, f))
+    print(f"init drafter: {compact_dir}: {kept}/{len(used_ids)} used ids kept their Markov rows",
+          flush=True)

@@ -180,6 +180,14 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=100)
     ap.add_argument("--eval-every", type=int, default=200)
+    ap.add_argument("--dense-until", type=float, default=0.1,
+                    help="fraction of the run with the dense indexer warm-up (0 when continuing "
+                         "from a trained model: its indexer is trained)")
+    ap.add_argument("--ced-from", type=float, default=0.3,
+                    help="fraction from which CED is simulated")
+    ap.add_argument("--pool-from", type=float, default=0.6,
+                    help="fraction from which the candidate pool is on")
+    ap.add_argument("--qat-from", type=float, default=0.85, help="fraction from which QAT is on")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds of training in all (across resumes): the schedule runs on "
                          "max(step/steps, time/budget) and the run ends when either is spent")
@@ -204,7 +212,8 @@ def main():
         load_compact.load_into(model, a.init)
     train = Batches(a.data, "train", a.synth_share)
     held = Batches(a.data, "heldout", a.synth_share)
-    phases = Phases()
+    phases = Phases(dense_until=a.dense_until, ced_from=a.ced_from, pool_from=a.pool_from,
+                    qat_from=a.qat_from)
     log = open(os.path.join(a.out, "log.jsonl"), "a")
     clock = Budget(a.steps, a.budget, spent)
 

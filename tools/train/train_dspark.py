@@ -125,6 +125,8 @@ def main():
     ap.add_argument("--template", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--init", required=True, help="the trained target, compact (models/default)")
+    ap.add_argument("--init-drafter", help="a compact model whose mtp.* tensors start the drafter "
+                    "(the committed drafter, when its target was trained further); default random")
     ap.add_argument("--out", required=True)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--budget", type=float, default=0, help="seconds in all, as train.py's")
@@ -151,6 +153,8 @@ def main():
     target.eval()
     target.requires_grad_(False)
     drafter = DSpark(args, len(target.used_ids) + 1)
+    if a.init_drafter:
+        load_compact.load_drafter(drafter, a.init_drafter, target.used_ids.numpy())
     opt = torch.optim.AdamW(drafter.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.01)
     os.makedirs(a.out, exist_ok=True)
     state_path = os.path.join(a.out, "state.pt")

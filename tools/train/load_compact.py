@@ -9,6 +9,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 
 import numpy as np  # noqa: E402
@@ -16,6 +17,7 @@ import torch  # noqa: E402
 
 import numerics as nx  # noqa: E402
 from checkpoint import SafetensorsFile  # noqa: E402
+from export import markov_table  # noqa: E402
 
 
 def dequant(f, base):
@@ -80,10 +82,6 @@ def load_into(model, compact_dir):
     print(f"init: {compact_dir}: {kept}/{len(new_ids)} used ids kept their rows", flush=True)
 
 
-MARKOV = {"markov_head.embed.weight": "compact.markov_embed_rows",
-          "markov_head.head.weight": "compact.markov_head_rows"}
-
-
 def load_drafter(drafter, compact_dir, used_ids):
     """A DSpark drafter (torch_dspark.DSpark) from a compact model's mtp.* tensors, its Markov
     tables re-indexed to the target's `used_ids` as load_into does embed/head: the drafter of an
@@ -93,7 +91,7 @@ def load_drafter(drafter, compact_dir, used_ids):
     pick, kept = row_pick(f, used_ids)
     known = {}
     for key in sd:
-        table = next((c for suffix, c in MARKOV.items() if key.endswith(suffix)), None)
+        table = markov_table(key)
         if table:
             rows = nx.bf16_from_bits(f.raw(table))
             known[key] = np.concatenate([rows[pick], rows[-1:]])

@@ -38,9 +38,9 @@ from torch_model import Ctx, Transformer  # noqa: E402
 
 
 class Phases:
-    """What the step at fraction f of the run does."""
+    """What the step at fraction f of the run does (the fractions are train.py's flags)."""
 
-    def __init__(self, dense_until=0.1, ced_from=0.3, ced_share=0.25, pool_from=0.6, qat_from=0.85):
+    def __init__(self, dense_until, ced_from, pool_from, qat_from, ced_share=0.25):
         self.dense_until, self.ced_from, self.ced_share = dense_until, ced_from, ced_share
         self.pool_from, self.qat_from = pool_from, qat_from
 

@@ -112,7 +112,8 @@ void DSpark::attention(const Ctx& ctx, const Stage& sg, const WindowRing& ring, 
   sg.out.forward(ctx, o.data(), B, out);
 }
 
-Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) const {
+Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor,
+                    bool with_logits) const {
   const int64_t p = st.n_tokens - 1, V = cfg_.vocab_size;
   const int B = cfg_.dspark_block_size, hc = cfg_.hc_mult, D = cfg_.hidden_size;
   const int r = cfg_.dspark_markov_rank;
@@ -150,23 +151,46 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) con
                    yn.data() + size_t(i) * D);
   }
   Draft out;
-  out.logits.resize(size_t(B) * size_t(V));
-  head_.forward(ctx, yn.data(), B, out.logits.data());
-  // the sequential Markov loop: row k gets M_head . E_markov[x_{k-1}] and picks x_k; the
-  // confidence of row k reads [y_k ; E_markov[x_{k-1}]]
   out.tokens.push_back(anchor);
   out.confidence.resize(size_t(B));
   // joined = [y_k ; e_k ; zeros up to the padded rank]
-  Scratch<float> bias(static_cast<size_t>(V)), joined(size_t(D + markov_head_.in), 0.0f);
-  for (int k = 0; k < B; ++k) {
+  Scratch<float> joined(size_t(D + markov_head_.in), 0.0f);
+  auto join = [&](int k) {
     const uint16_t* e = w_.dspark.markov_embed + size_t(out.tokens.back()) * size_t(r);
     std::copy_n(yc.data() + size_t(k) * D, D, joined.data());
     for (int j = 0; j < r; ++j) joined[size_t(D + j)] = bf16_to_f32(e[j]);
+  };
+  auto confidence = [&](int k) {
+    linear(ctx, w_.dspark.confidence, joined.data(), 1, &out.confidence[size_t(k)],
+           LinearOut::kF32);
+  };
+  // the sequential Markov loop: row k gets M_head . E_markov[x_{k-1}] and picks x_k; the
+  // confidence of row k reads [y_k ; E_markov[x_{k-1}]]
+  if (!with_logits && drafts_in_classes()) {
+    // every id of a class has the same head and Markov outputs, so the sums and their first
+    // maximum over the classes (numbered in order of their lowest ids) pick the token the
+    // vocabulary-wide scan picks: no row is ever expanded to the vocabulary
+    const int U = head_.distinct_rows(), ld = head_.distinct_ld();
+    Scratch<float> dh(size_t(B) * size_t(ld)), dm(static_cast<size_t>(markov_->distinct_ld()));
+    head_.forward_distinct(ctx, yn.data(), B, dh.data());
+    for (int k = 0; k < B; ++k) {
+      join(k);
+      markov_->forward_distinct(ctx, joined.data() + D, 1, dm.data());
+      float* dk = dh.data() + size_t(k) * size_t(ld);
+      out.tokens.push_back(head_.first_id(int(ctx.k.add_argmax(dk, dm.data(), U, dk))));
+      confidence(k);
+    }
+    return out;
+  }
+  out.logits.resize(size_t(B) * size_t(V));
+  head_.forward(ctx, yn.data(), B, out.logits.data());
+  Scratch<float> bias(static_cast<size_t>(V));
+  for (int k = 0; k < B; ++k) {
+    join(k);
     markov_->forward(ctx, joined.data() + D, 1, bias.data());
     float* lk = out.logits.data() + size_t(k) * size_t(V);
     out.tokens.push_back(int32_t(ctx.k.add_argmax(lk, bias.data(), V, lk)));
-    linear(ctx, w_.dspark.confidence, joined.data(), 1, &out.confidence[size_t(k)],
-           LinearOut::kF32);
+    confidence(k);
   }
   return out;
 }

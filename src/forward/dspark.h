@@ -26,6 +26,7 @@ namespace cedar {
 struct Draft {
   std::vector<int32_t> tokens;    // [block + 1]: the anchor, then the drafted tokens
   std::vector<float> logits;      // [block, vocab] fp32: draft logits, Markov bias included
+                                  // (empty unless asked for)
   std::vector<float> confidence;  // [block] fp32 confidence logits (sigmoid: P(accept k | < k))
 };
 
@@ -36,6 +37,9 @@ class DSpark {
   ~DSpark();
 
   int block_size() const { return cfg_.dspark_block_size; }
+  // whether a draft without logits picks its tokens among the distinct rows (the head and the
+  // Markov head repeat the same rows: VocabProduct::same_classes)
+  bool drafts_in_classes() const { return head_.same_classes(*markov_); }
 
   // The taps of n target rows at positions p0 .. p0+n-1 ([n, n_taps * D] bf16 values) into
   // every stage's ring of st (only the last min(window, n) rows matter). Rows continuing the
@@ -49,8 +53,12 @@ class DSpark {
   // p] (from = st.dspark_from: the whole window once the rings are full, as the reference; fewer
   // rows after a restart, e.g. right after a prefix-cache restore). Throws std::runtime_error
   // when the rings do not reach position p (a forward that did not seed them ran since).
+  // with_logits false: the tokens and confidences alone, which spares writing the vocabulary-wide
+  // logits (the same tokens: a model whose head and Markov head share their repeated rows picks
+  // them among the distinct rows, forward/vocab_product.h).
   // ref: model.py Transformer.forward_spec, DSparkBlock.forward_head
-  Draft draft(const Ctx& ctx, const SequenceState& st, int32_t anchor) const;
+  Draft draft(const Ctx& ctx, const SequenceState& st, int32_t anchor,
+              bool with_logits = true) const;
 
  private:
   struct Stage;

@@ -67,11 +67,11 @@ void Transformer::set_expert_source(ExpertSource* src, bool guess) {
     blocks_[size_t(l)]->moe().set_next(src && guess ? &blocks_[size_t(l + 1)]->moe() : nullptr);
 }
 
-Draft Transformer::draft(const SequenceState& state, int32_t anchor) const {
+Draft Transformer::draft(const SequenceState& state, int32_t anchor, bool with_logits) const {
   if (!dspark_) throw std::runtime_error("draft: the model has no DSpark stages");
   if (split()) throw std::runtime_error("draft: not on a model split into pipeline stages");
   const Ctx ctx{k_, pool_, experts_, engram_};
-  return dspark_->draft(ctx, state, anchor);
+  return dspark_->draft(ctx, state, anchor, with_logits);
 }
 
 namespace {

@@ -151,7 +151,7 @@ class Transformer {
   // state's last position with the target's token `anchor` for the next one (DSpark::draft;
   // the state's last forward must have seeded the rings: ForwardOptions::dspark_seed).
   const DSpark* dspark() const { return dspark_.get(); }
-  Draft draft(const SequenceState& state, int32_t anchor) const;
+  Draft draft(const SequenceState& state, int32_t anchor, bool with_logits = true) const;
 
   // True when the config has a CED split (a candidate source, no KV source and no Engram layer
   // above/at it); otherwise CED mode runs exactly like exact mode.

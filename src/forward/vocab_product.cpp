@@ -1,5 +1,6 @@
 #include "forward/vocab_product.h"
 
+#include <algorithm>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
@@ -62,13 +63,70 @@ VocabProduct::VocabProduct(const Linear& w) : rows_(w.out), distinct_(w) {
   Distinct d = find_distinct(w.w, rb, w.out);
   if (d.first.empty()) return;
   of_ = std::move(d.of);
-  const int u = int(d.first.size());
+  first_ = std::move(d.first);
+  const int u = int(first_.size());
   words_.resize(size_t(u) * size_t(w.in));
   for (int i = 0; i < u; ++i)
-    std::memcpy(words_.data() + size_t(i) * size_t(w.in), w.w + size_t(d.first[size_t(i)]) * rb,
+    std::memcpy(words_.data() + size_t(i) * size_t(w.in), w.w + size_t(first_[size_t(i)]) * rb,
                 rb);
   distinct_.out = u;
   distinct_.w = reinterpret_cast<const uint8_t*>(words_.data());
+  ld_ = u;
+  if (w.in % 2 == 0) {
+    packed_.resize(lanes_packed_words(u, w.in));
+    pack_bf16_lanes(words_.data(), u, w.in, packed_.data());
+    ld_ = (u + 15) / 16 * 16;
+  }
+  // the expansion's plan: the biggest class as runs (the default model's unused ids, 70% of the
+  // vocabulary), the rest one id at a time
+  std::vector<int32_t> count(static_cast<size_t>(u), 0);
+  for (int32_t c : of_) ++count[size_t(c)];
+  most_ = int32_t(std::max_element(count.begin(), count.end()) - count.begin());
+  for (int v = 0; v < w.out; ++v)
+    if (of_[size_t(v)] != most_) {
+      other_ids_.push_back(v);
+      other_of_.push_back(of_[size_t(v)]);
+    }
+}
+
+void VocabProduct::forward_distinct(const Ctx& ctx, const float* x, int m, float* d) const {
+  const int K = distinct_.in;
+  if (!packed_.empty() && ctx.k.bf16_lanes) {
+    const int groups = ld_ / 16;
+    ctx.pool.parallel_for(
+        groups,
+        [&](int64_t g0, int64_t g1) {
+          ctx.k.bf16_lanes(packed_.data(), K, int(g0), int(g1), x, m, K, d, ld_);
+        },
+        64);
+    return;
+  }
+  if (ld_ == distinct_.out) {
+    linear(ctx, distinct_, x, m, d, LinearOut::kF32);
+    return;
+  }
+  Scratch<float> dense(size_t(m) * size_t(distinct_.out));
+  linear(ctx, distinct_, x, m, dense.data(), LinearOut::kF32);
+  for (int i = 0; i < m; ++i)
+    std::copy_n(dense.data() + size_t(i) * distinct_.out, distinct_.out, d + size_t(i) * ld_);
+}
+
+void VocabProduct::expand(const Ctx& ctx, const float* d, int m, float* out) const {
+  const int64_t V = rows_;
+  ctx.pool.parallel_for(
+      V,
+      [&](int64_t v0, int64_t v1) {
+        const auto j0 = std::lower_bound(other_ids_.begin(), other_ids_.end(), int32_t(v0));
+        const auto j1 = std::lower_bound(j0, other_ids_.end(), int32_t(v1));
+        const size_t a = size_t(j0 - other_ids_.begin()), b = size_t(j1 - other_ids_.begin());
+        for (int i = 0; i < m; ++i) {
+          const float* di = d + size_t(i) * size_t(ld_);
+          float* oi = out + size_t(i) * size_t(V);
+          std::fill(oi + v0, oi + v1, di[most_]);
+          for (size_t j = a; j < b; ++j) oi[other_ids_[j]] = di[other_of_[j]];
+        }
+      },
+      16384);
 }
 
 void VocabProduct::forward(const Ctx& ctx, const float* x, int m, float* out) const {
@@ -76,19 +134,9 @@ void VocabProduct::forward(const Ctx& ctx, const float* x, int m, float* out) co
     linear(ctx, distinct_, x, m, out, LinearOut::kF32);
     return;
   }
-  const size_t U = size_t(distinct_.out), V = size_t(rows_);
-  Scratch<float> d(size_t(m) * U);
-  linear(ctx, distinct_, x, m, d.data(), LinearOut::kF32);
-  ctx.pool.parallel_for(
-      int64_t(V),
-      [&](int64_t v0, int64_t v1) {
-        for (int i = 0; i < m; ++i) {
-          const float* di = d.data() + size_t(i) * U;
-          float* oi = out + size_t(i) * V;
-          for (int64_t v = v0; v < v1; ++v) oi[v] = di[of_[size_t(v)]];
-        }
-      },
-      4096);
+  Scratch<float> d(size_t(m) * size_t(ld_));
+  forward_distinct(ctx, x, m, d.data());
+  expand(ctx, d.data(), m, out);
 }
 
 }  // namespace cedar

@@ -3,7 +3,10 @@
 // with one shared row for every id it never saw (the default model: 38,027 distinct rows of
 // 129,280, docs/TRAINING.md) repeats that row tens of thousands of times; each output is its own
 // row's dot product alone (kernel_table.h: batch invariance), so one product per distinct row,
-// copied to every id that shares it, has the same bits as the whole product in every table.
+// copied to every id that shares it, is the whole product. The reference table computes the
+// distinct rows with linear(), so its bits are the whole weight's; the fast tables keep them
+// packed for bf16_lanes (outputs in vector lanes: no per-output reduction, kernel_table.h), whose
+// sums are those of any other fast bf16 product within its tolerance, the same at every row count.
 // Immutable after construction.
 #pragma once
 
@@ -23,15 +26,34 @@ class VocabProduct {
   // out [m, w.out] = linear(x [m, w.in], w) in fp32 (LinearOut::kF32).
   void forward(const Ctx& ctx, const float* x, int m, float* out) const;
 
+  // The distinct rows alone (classes()): d [m, distinct_ld()], class c of row i at d[i * ld + c],
+  // every id of the class having that output in forward(). Only when classes().
+  void forward_distinct(const Ctx& ctx, const float* x, int m, float* d) const;
+  bool classes() const { return !of_.empty(); }
+  int distinct_ld() const { return ld_; }
+  // the lowest id of class c: classes are numbered in order of their lowest ids
+  int32_t first_id(int c) const { return first_[size_t(c)]; }
+  // two products whose ids fall into the same classes (each id's class the same number)
+  bool same_classes(const VocabProduct& o) const { return classes() && of_ == o.of_; }
+
   int rows() const { return rows_; }  // w.out
   // the rows computed per input row: w.out, or the distinct rows when they are computed alone
   int distinct_rows() const { return distinct_.out; }
 
  private:
+  void expand(const Ctx& ctx, const float* d, int m, float* out) const;
+
   int rows_ = 0;
   Linear distinct_;              // the product that runs: the weight, or its distinct rows
   std::vector<uint16_t> words_;  // the distinct rows' bf16 words (when kept)
-  std::vector<int32_t> of_;      // [rows] the distinct row of each id (empty: whole weight)
+  // the distinct rows in pack_bf16_lanes' layout, for tables with bf16_lanes (empty: odd K)
+  std::vector<uint32_t> packed_;
+  int ld_ = 0;                   // forward_distinct's row stride: whole groups of 16 when packed
+  std::vector<int32_t> of_;      // [rows] the distinct row (class) of each id (empty: whole)
+  std::vector<int32_t> first_;   // [classes] the lowest id of each
+  // forward() writes the class with the most ids (most_) as runs and the other ids one by one
+  int32_t most_ = 0;
+  std::vector<int32_t> other_ids_, other_of_;  // ascending ids outside most_, and their classes
 };
 
 }  // namespace cedar

@@ -154,7 +154,23 @@ struct KernelTable {
   // (n < 2^31), and the index of its first maximum -- the sequential scan that moves to i when
   // out[i] > out[best], best starting at 0 (NaN never moves it). Bit-exact in every table.
   int64_t (*add_argmax)(const float* a, const float* b, int64_t n, float* out);
+
+  // The bf16 product with lanes over outputs, for a short-K weight kept in pack_bf16_lanes'
+  // layout (forward/vocab_product.cpp keeps a vocabulary head's distinct rows so): out[i * ldo +
+  // n] for rows i < m of x (bf16 values, rows ldx apart, K even) and the outputs n of groups
+  // [g0, g1), 16 per group. Each output is the fp32 sum of its row's products pair by pair in
+  // order (fast/gemm_lanes.h), so it depends on its row alone (batch invariance); the tolerance
+  // against "ref" is that of the bf16 GEMMs. nullptr in "ref": such a product runs through
+  // linear().
+  void (*bf16_lanes)(const uint32_t* packed, int K, int g0, int g1, const float* x, int m,
+                     int ldx, float* out, int ldo);
 };
+
+// bf16_lanes' layout of a bf16 weight w [N, K] (K even): ceil(N / 16) groups of 16 outputs, each
+// [K / 2][16] dwords -- output l's words 2j (low half) and 2j + 1 -- rows past N zero.
+// out: lanes_packed_words(N, K) dwords.
+size_t lanes_packed_words(int N, int K);
+void pack_bf16_lanes(const uint16_t* w, int N, int K, uint32_t* out);
 
 // The table named `name` ("ref", "avx2", "avx512", "avx512bf16"); empty: CEDAR_KERNELS if set, else
 // the best table this CPU supports. Throws std::runtime_error naming the value for an unknown name

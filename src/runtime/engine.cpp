@@ -58,9 +58,9 @@ ForwardResult Engine::forward(SequenceState& state, const int32_t* ids, int n, i
   return model_->forward(state, ids, n, first_pos, opt, logits);
 }
 
-Draft Engine::draft(const SequenceState& state, int32_t anchor) {
+Draft Engine::draft(const SequenceState& state, int32_t anchor, bool with_logits) {
   std::lock_guard<std::mutex> lk(forward_mu_);
-  return model_->draft(state, anchor);
+  return model_->draft(state, anchor, with_logits);
 }
 
 std::vector<float> Engine::encode_image(const vision::ImagePatches& patches) {

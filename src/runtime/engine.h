@@ -86,7 +86,7 @@ class Engine {
   ForwardResult forward(SequenceState& state, const int32_t* ids, int n, int64_t first_pos,
                         const ForwardOptions& opt, float* logits);
   // Transformer::draft (one DSpark draft cycle) under the same lock as the unbatched forward.
-  Draft draft(const SequenceState& state, int32_t anchor);
+  Draft draft(const SequenceState& state, int32_t anchor, bool with_logits = true);
   // The aligner rows of a preprocessed image (forward/vision_tower.h encode_image), under the
   // same lock. Throws std::invalid_argument on a model without a vision tower.
   std::vector<float> encode_image(const vision::ImagePatches& patches);

@@ -66,7 +66,7 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
   if (own_proposer_) {
     // verify the drafts up to the first whose confidence is below the bar: decided from the
     // drafter's own outputs before the target sees them (non-anticipating, so lossless)
-    const Draft d = engine_.draft(st, id);
+    const Draft d = engine_.draft(st, id, false);  // tokens and confidences
     for (size_t k = 0; k + 1 < d.tokens.size() && int(k) < max; ++k) {
       if (opt_.min_confidence > 0.0 &&
           1.0 / (1.0 + std::exp(-double(d.confidence[k]))) < opt_.min_confidence)

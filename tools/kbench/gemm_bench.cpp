@@ -124,6 +124,33 @@ void run(benchmark::State& st, const KernelTable* k, WeightFormat f, int M, int 
       benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The lanes-over-outputs bf16 product (kernel_table.h bf16_lanes) on a packed [N, K] weight, the
+// pool splitting the groups like VocabProduct does.
+void run_lanes(benchmark::State& st, const KernelTable* k, int M, int N, int K, int threads) {
+  static ThreadPool pool1(1), pool2(2);
+  ThreadPool& pool = threads == 1 ? pool1 : pool2;
+  const Weight t = make(WeightFormat::kBF16, N, K);
+  std::vector<uint32_t> packed(lanes_packed_words(N, K));
+  pack_bf16_lanes(reinterpret_cast<const uint16_t*>(t.w.data()), N, K, packed.data());
+  std::vector<float> x(size_t(M) * K);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 17) - 8) * 0.25f;
+  const int groups = (N + 15) / 16;
+  std::vector<float> y(size_t(M) * size_t(groups) * 16);
+  for (auto _ : st) {
+    pool.parallel_for(
+        groups,
+        [&](int64_t g0, int64_t g1) {
+          k->bf16_lanes(packed.data(), K, int(g0), int(g1), x.data(), M, K, y.data(), groups * 16);
+        },
+        64);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["bytes/s"] =
+      benchmark::Counter(double(t.w.size()), benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 const char* name_of(WeightFormat f) {
   static const char* n[] = {"fp8",  "fp4",     "bf16",  "f32",   "fp8w", "q8_0",
                             "q4_0", "q5_0",    "q2_k",  "q3_k",  "q4_k", "q5_k",
@@ -167,6 +194,21 @@ void register_all() {
                                        threads)
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();
+        // the default model's distinct head rows [38027, 128] (forward/vocab_product.h) at 1, 5
+        // and 6 rows: the bf16 GEMM family against bf16_lanes
+        if (f == WeightFormat::kBF16)
+          for (int rows : {1, 5, 6}) {
+            const std::string r = std::to_string(rows);
+            benchmark::RegisterBenchmark((p + "/distinct_head_rows" + r).c_str(), run, k, f, rows,
+                                         38027, 128, threads)
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+            if (k->bf16_lanes)
+              benchmark::RegisterBenchmark((p + "/lanes_head_rows" + r).c_str(), run_lanes, k,
+                                           rows, 38027, 128, threads)
+                  ->Unit(benchmark::kMicrosecond)
+                  ->UseRealTime();
+          }
         // a batched decode step's few rows per routed expert (row-by-row kernel vs panel)
         for (int rows : {2, 4, 8, 16})
           benchmark::RegisterBenchmark((p + "/gemv_rows" + std::to_string(rows)).c_str(), run, k, f,

@@ -4,6 +4,7 @@
 #include "kernels/fast/gemm.h"
 #include "kernels/fast/gemm_blocks.h"
 #include "kernels/fast/gemm_blocks_fused.h"
+#include "kernels/fast/gemm_lanes.h"
 #include "kernels/fast/ops_table.h"
 #include "kernels/fast/quant.h"
 #include "kernels/fast/tables.h"
@@ -26,6 +27,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family<G>();
     fast::fill_block_families_fused<G>(k);
     fast::fill_ops(k);
+    k.bf16_lanes = fast::bf16_lanes<fast::LanesFma16>;
     return k;
   }();
   return t;

@@ -5,6 +5,7 @@
 // compiled with these flags (cmake/CedarIsa.cmake).
 #include "kernels/fast/gemm_blocks_dp.h"
 #include "kernels/fast/gemm_dp.h"
+#include "kernels/fast/gemm_lanes.h"
 #include "kernels/fast/ops_table.h"
 #include "kernels/fast/quant.h"
 #include "kernels/fast/tables.h"
@@ -26,6 +27,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family_dp();
     fast::fill_block_families_dp(k);
     fast::fill_ops(k);
+    k.bf16_lanes = fast::bf16_lanes<fast::LanesDp>;
     return k;
   }();
   return t;

@@ -31,6 +31,7 @@ const KernelTable& table() {
         swiglu,
         topk,
         add_argmax,
+        nullptr,  // bf16_lanes: such products run through linear()
     };
     for (int f = int(WeightFormat::kQ8_0); f < int(WeightFormat::kMXFP4); ++f)
       k.gemm[f] = block_family(WeightFormat(f));

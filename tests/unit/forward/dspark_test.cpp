@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -166,6 +167,38 @@ TEST(DSpark, FastKernelsDraftCloseToTheReference) {
     std::printf("[ info ] %s: draft logits relative L2 <= %.3g, drafted tokens equal %d/%d\n",
                 std::string(fast->name).c_str(), worst, same_tokens, tokens);
     EXPECT_LT(worst, 1e-2);
+  }
+}
+
+// The speculative runtime's drafts (tokens and confidences, no logits) on the default model,
+// whose head and Markov head repeat the same rows (its unused ids): picked among the distinct
+// rows, they are the tokens of the vocabulary-wide scan, with the same confidences, in every
+// table, over a prompt and twenty decode steps.
+TEST(DSpark, DraftsWithoutLogitsPickTheSameTokens) {
+  const std::string dir = CEDAR_DEFAULT_MODEL;
+  if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "no default model";
+  const auto ck = Checkpoint::open(dir);
+  const auto map = text::build_engram_token_map(text::Tokenizer::load(dir + "/tokenizer.json")).map;
+  ThreadPool pool(2);
+  for (const KernelTable* k : supported_kernel_tables()) {
+    SCOPED_TRACE(std::string(k->name));
+    const Transformer m(*ck, *k, pool, map);
+    ASSERT_NE(m.dspark(), nullptr);
+    ASSERT_TRUE(m.dspark()->drafts_in_classes());
+    SequenceState st = m.new_state();
+    std::vector<int32_t> ids = random_ids(150, 21);
+    std::vector<float> logits(size_t(m.config().vocab_size));
+    m.forward(st, ids.data(), int(ids.size()), 0, seeding(), logits.data());
+    int32_t anchor = 17;
+    for (int step = 0; step < 20; ++step) {
+      const Draft a = m.draft(st, anchor), b = m.draft(st, anchor, false);
+      ASSERT_EQ(a.tokens, b.tokens) << step;
+      ASSERT_TRUE(bit_equal(a.confidence, b.confidence)) << step;
+      EXPECT_TRUE(b.logits.empty());
+      ForwardOptions o = seeding();
+      m.forward(st, &anchor, 1, st.n_tokens, o, logits.data());
+      anchor = a.tokens[1 + size_t(step) % 4];  // a drafted token next, to vary the rings' input
+    }
   }
 }
 

@@ -1,11 +1,13 @@
 // VocabProduct (forward/vocab_product.h): a vocabulary-wide bf16 product computed once per
-// distinct weight row. With repeated rows it keeps the distinct ones and its outputs equal the
-// whole product's bit for bit, in every kernel table, at every row count (the decode step's,
-// a draft's 5, a verify pass's 6, a prefill's); without enough repeats it runs the whole weight.
+// distinct weight row. With repeated rows it keeps the distinct ones: its outputs are the whole
+// product's (bit for bit in the reference table, within the bf16 tolerance in the fast ones,
+// which run bf16_lanes), the same at every row count (the decode step's, a draft's 5, a verify
+// pass's 6, a prefill's); without enough repeats it runs the whole weight.
 #include "forward/vocab_product.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -51,7 +53,19 @@ std::vector<float> bf16_rows(int m, int K, unsigned seed) {
   return x;
 }
 
-TEST(VocabProduct, RepeatedRowsGiveTheWholeProductsBits) {
+// The sum |x w| of each output of row i: the scale of any summation order's rounding error.
+std::vector<double> magnitudes(const std::vector<uint16_t>& w, int V, int K,
+                               const std::vector<float>& x, int m) {
+  std::vector<double> mag(size_t(m) * V, 0.0);
+  for (int i = 0; i < m; ++i)
+    for (int v = 0; v < V; ++v)
+      for (int k = 0; k < K; ++k)
+        mag[size_t(i) * V + v] += std::fabs(double(x[size_t(i) * K + k]) *
+                                            bf16_to_f32(w[size_t(v) * K + size_t(k)]));
+  return mag;
+}
+
+TEST(VocabProduct, RepeatedRowsGiveTheWholeProduct) {
   const int V = 5000, K = 128;
   const std::vector<uint16_t> w = weight_with_shared_row(V, K, 900, 3);
   const Linear whole = bf16_linear(w, V, K);
@@ -59,18 +73,47 @@ TEST(VocabProduct, RepeatedRowsGiveTheWholeProductsBits) {
   EXPECT_EQ(p.rows(), V);
   EXPECT_GT(p.distinct_rows(), 700);  // the used rows (some ids drawn twice) + the shared one
   EXPECT_LT(p.distinct_rows(), 902);
+  ASSERT_TRUE(p.classes());
   ThreadPool pool(2);
+  const Ctx rctx{choose_kernels("ref"), pool};
   for (const KernelTable* k : supported_kernel_tables()) {
     const Ctx ctx{*k, pool};
-    for (int m : {1, 5, 6, 17}) {
-      const std::vector<float> x = bf16_rows(m, K, unsigned(m));
-      std::vector<float> a(size_t(m) * V), b(a.size());
-      linear(ctx, whole, x.data(), m, a.data(), LinearOut::kF32);
+    const std::vector<float> x = bf16_rows(17, K, 17);
+    std::vector<float> all(size_t(17) * V), ref(all.size());
+    p.forward(ctx, x.data(), 17, all.data());
+    linear(rctx, whole, x.data(), 17, ref.data(), LinearOut::kF32);
+    if (k->name == "ref") {  // the distinct rows through linear(): the whole product's bits
+      EXPECT_EQ(0, std::memcmp(all.data(), ref.data(), all.size() * sizeof(float)));
+    } else {  // bf16_lanes: within the bf16 products' tolerance
+      const std::vector<double> mag = magnitudes(w, V, K, x, 17);
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_LE(std::fabs(double(all[i]) - double(ref[i])), mag[i] * 0x1p-14) << k->name << i;
+    }
+    // a decode step's 1 row, a draft's 5, a verify pass's 6: each row's bits as in the 17
+    for (int m : {1, 5, 6}) {
+      std::vector<float> b(size_t(m) * V);
       p.forward(ctx, x.data(), m, b.data());
-      EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+      EXPECT_EQ(0, std::memcmp(all.data(), b.data(), b.size() * sizeof(float)))
           << k->name << " m=" << m;
     }
+    // the distinct rows alone: class c is the output of its lowest id
+    std::vector<float> d(size_t(17) * size_t(p.distinct_ld()));
+    p.forward_distinct(ctx, x.data(), 17, d.data());
+    for (int i = 0; i < 17; ++i)
+      for (int c = 0; c < p.distinct_rows(); ++c)
+        ASSERT_EQ(d[size_t(i) * size_t(p.distinct_ld()) + size_t(c)],
+                  all[size_t(i) * V + size_t(p.first_id(c))])
+            << k->name << " c=" << c;
   }
+  for (int c = 1; c < p.distinct_rows(); ++c) ASSERT_LT(p.first_id(c - 1), p.first_id(c));
+  // the classes are the ids' pattern of repeats, whatever the values
+  std::vector<uint16_t> w2 = w;
+  for (auto& b : w2) b ^= 0x0001;  // other values, the same rows repeated
+  const Linear other = bf16_linear(w2, V, K);
+  EXPECT_TRUE(p.same_classes(VocabProduct(other)));
+  std::vector<uint16_t> w3 = weight_with_shared_row(V, K, 900, 4);  // other ids used
+  const Linear third = bf16_linear(w3, V, K);
+  EXPECT_FALSE(p.same_classes(VocabProduct(third)));
 }
 
 TEST(VocabProduct, DistinctRowsRunWhole) {
@@ -89,6 +132,7 @@ TEST(VocabProduct, DistinctRowsRunWhole) {
     const Linear whole = bf16_linear(*wt, V, K);
     const VocabProduct p(whole);
     EXPECT_EQ(p.distinct_rows(), V);
+    EXPECT_FALSE(p.classes());
     const std::vector<float> x = bf16_rows(3, K, 9);
     std::vector<float> a(size_t(3) * V), b(a.size());
     linear(ctx, whole, x.data(), 3, a.data(), LinearOut::kF32);

@@ -1,8 +1,8 @@
 // Every kernel table this CPU runs against "ref" for the GEMM families (docs/NUMERICS.md "Fast
 // kernels"): act_quant bit-exact; FP8/FP4 products (bf16 outputs) within one bf16 ulp and equal
-// for >= 99% of outputs; BF16/F32 products (fp32 outputs) within 2^-14 of sum |x w|; and every
-// table batch-invariant: a row's outputs are bit-identical whatever rows and columns share the
-// call.
+// for >= 99% of outputs; BF16/F32 products (fp32 outputs) within 2^-14 of sum |x w|, the bf16
+// product with lanes over outputs (bf16_lanes) too; and every table batch-invariant: a row's
+// outputs are bit-identical whatever rows and columns share the call.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -244,6 +244,64 @@ TEST_P(FastGemm, Fp8LargeScales) {
       ASSERT_LE(std::fabs(double(a) - double(b)),
                 std::ldexp(std::fabs(double(a)), -7) + mag * 0x1p-14)
           << k.name << " m=" << m << " n=" << n;
+    }
+  }
+}
+
+// bf16_lanes (kernel_table.h): y [M, groups * 16] through one call over groups [g0, g1).
+std::vector<float> run_lanes(const KernelTable& k, const std::vector<uint32_t>& packed, int N,
+                             int K, const std::vector<float>& x, int M, int g0, int g1) {
+  const int ld = (N + 15) / 16 * 16;
+  std::vector<float> y(size_t(M) * size_t(ld), -7.0f);
+  k.bf16_lanes(packed.data(), K, g0, g1, x.data(), M, K, y.data(), ld);
+  return y;
+}
+
+// The lanes-over-outputs product: within the bf16 products' tolerance of the reference's BF16
+// GEMM, zero past N, batch-invariant (a row alone, in any group range, in any batch: the same
+// bits), and the two FMA tables (avx2, avx512) bit-identical, as their sums are the same chain.
+TEST_P(FastGemm, Bf16LanesCloseToRefAndBatchInvariant) {
+  const KernelTable& k = *GetParam();
+  if (k.name == "ref") {
+    EXPECT_EQ(k.bf16_lanes, nullptr);  // the reference's products all run through linear()
+    return;
+  }
+  ASSERT_NE(k.bf16_lanes, nullptr);
+  const KernelTable& ref = kernels::ref::table();
+  for (int K : {16, 32, 130, 1024}) {
+    const int N = 45, M = 13, groups = (N + 15) / 16, ld = groups * 16;
+    const TestWeight t = make_weight(WeightFormat::kBF16, N, K, unsigned(K) + 5);
+    std::vector<uint32_t> packed(lanes_packed_words(N, K));
+    pack_bf16_lanes(reinterpret_cast<const uint16_t*>(t.w.data()), N, K, packed.data());
+    const auto x = bf16_normal(size_t(M) * K, unsigned(K) * 7 + 3, 1.5f);
+    const auto all = run_lanes(k, packed, N, K, x, M, 0, groups), yr = run(ref, t, x, M, 0, N);
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) {
+        double mag = 0;
+        for (int i = 0; i < K; ++i)
+          mag += std::fabs(double(x[size_t(m) * K + i]) * t.value[size_t(n) * K + i]);
+        ASSERT_LE(std::fabs(double(yr[size_t(m) * N + n]) - double(all[size_t(m) * ld + n])),
+                  mag * 0x1p-14)
+            << k.name << " K=" << K << " m=" << m << " n=" << n;
+      }
+      for (int n = N; n < ld; ++n) ASSERT_EQ(all[size_t(m) * ld + n], 0.0f) << k.name;
+      const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
+      for (auto [g0, g1] : {std::pair{0, groups}, std::pair{1, 2}, std::pair{2, groups}}) {
+        const auto one = run_lanes(k, packed, N, K, row, 1, g0, g1);
+        for (int n = 16 * g0; n < 16 * g1; ++n)
+          ASSERT_EQ(one[size_t(n)], all[size_t(m) * ld + n]) << k.name << " K=" << K << " m=" << m;
+      }
+    }
+    const std::vector<float> mid(x.begin() + 2 * K, x.begin() + 9 * K);
+    const auto part = run_lanes(k, packed, N, K, mid, 7, 0, groups);
+    for (int m = 0; m < 7; ++m)
+      for (int n = 0; n < ld; ++n)
+        ASSERT_EQ(part[size_t(m) * ld + n], all[size_t(m + 2) * ld + n]) << k.name << " K=" << K;
+    if (k.name != "avx512") continue;
+    for (const KernelTable* o : supported_kernel_tables()) {
+      if (o->name == "avx2") {
+        EXPECT_EQ(run_lanes(*o, packed, N, K, x, M, 0, groups), all) << K;
+      }
     }
   }
 }

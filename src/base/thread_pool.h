@@ -8,6 +8,7 @@
 // store and workers spin on it for a bounded time before sleeping (no mutex on the hot path).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -48,6 +49,16 @@ class FunctionRef<R(Args...)> {
   void* obj_;
   R (*call_)(void*, Args...);
 };
+
+// The grain of a row-wise region whose rows take about `ops_per_row` element operations each:
+// rows per chunk so that a chunk holds at least 2^15 of them (a few microseconds). A pool round
+// trip costs about 2 us (an empty two-way region on the 2-vCPU machines here: 2.2 us), which
+// smaller chunks do not repay: a few rows of a small model (a speculative verify pass's 6 rows
+// of hc x D = 512) run on the caller, a prefill's hundreds of rows still split.
+inline int64_t grain_for(int64_t ops_per_row) {
+  constexpr int64_t kChunkOps = int64_t(1) << 15;
+  return std::max<int64_t>(1, kChunkOps / std::max<int64_t>(1, ops_per_row));
+}
 
 class ThreadPool {
  public:

@@ -22,17 +22,20 @@ void window_kv_rows(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& 
                     float* values) {
   const int hd = cfg.head_dim, rd = cfg.qk_rope_head_dim;
   const float eps = float(cfg.rms_norm_eps);
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float* kv = values + i * hd;
-      ctx.k.rms_norm(kvr + i * hd, hd, w.kv_norm, eps, kv);
-      ctx.k.rope(kv + hd - rd, rd, cs + i * (rd / 2), sn + i * (rd / 2), false);
-      ctx.k.act_quant(kv, hd, codes + i * hd, scales + i * (hd / 32));
-      for (int d = 0; d < hd; ++d)
-        kv[d] = fmath::e4m3(codes[size_t(i * hd + d)]) *
-                fmath::ue8m0(scales[size_t(i * (hd / 32) + d / 32)]);
-    }
-  });
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          float* kv = values + i * hd;
+          ctx.k.rms_norm(kvr + i * hd, hd, w.kv_norm, eps, kv);
+          ctx.k.rope(kv + hd - rd, rd, cs + i * (rd / 2), sn + i * (rd / 2), false);
+          ctx.k.act_quant(kv, hd, codes + i * hd, scales + i * (hd / 32));
+          for (int d = 0; d < hd; ++d)
+            kv[d] = fmath::e4m3(codes[size_t(i * hd + d)]) *
+                    fmath::ue8m0(scales[size_t(i * (hd / 32) + d / 32)]);
+        }
+      },
+      grain_for(8 * int64_t(hd)));
 }
 
 void attn_rows(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, const RopeTable& rope,
@@ -56,12 +59,15 @@ void attn_rows(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, co
     ctx.k.rms_norm(qa.data() + size_t(i) * ql, ql, w.q_norm, eps, r.qr.data() + size_t(i) * ql);
   r.q.resize(size_t(n) * size_t(H) * size_t(hd));
   linear(ctx, w.wq_b, r.qr.data(), n, r.q.data());
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      for (int h = 0; h < H; ++h)
-        ctx.k.rope(r.q.data() + (i * H + h) * hd + hd - rd, rd, r.cs.data() + i * (rd / 2),
-                   r.sn.data() + i * (rd / 2), false);
-  });
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          for (int h = 0; h < H; ++h)
+            ctx.k.rope(r.q.data() + (i * H + h) * hd + hd - rd, rd, r.cs.data() + i * (rd / 2),
+                       r.sn.data() + i * (rd / 2), false);
+      },
+      grain_for(int64_t(H) * rd));
   r.kv.resize(kvr.size());
   r.codes.resize(kvr.size());
   r.scales.resize(size_t(n) * size_t(hd / 32));

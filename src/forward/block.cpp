@@ -15,19 +15,25 @@ void hc_mixes(const Ctx& ctx, const ModelConfig& cfg, const float* h, int n, con
   const int hc = cfg.hc_mult, K = hc * cfg.hidden_size, mix = (2 + hc) * hc;
   Scratch<float> m(size_t(n) * size_t(mix));
   linear(ctx, site.fn, h, n, m.data(), LinearOut::kF32);  // fp32 weight: exact products, exact sum
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      // one statistic over the whole flattened stream (squares of bf16 values are exact in fp32)
-      const float* hi = h + size_t(i) * K;
-      double ss = 0;
-      for (int k = 0; k < K; ++k) ss += double(hi[k] * hi[k]);
-      const float r = fmath::rsqrt(float(ss / double(K)) + float(cfg.rms_norm_eps));
-      float* mi = m.data() + size_t(i) * mix;
-      for (int j = 0; j < mix; ++j) mi[j] = mi[j] * r;
-      ctx.k.hc_split_sinkhorn(mi, site.scale, site.base, hc, cfg.hc_sinkhorn_iters,
-                              float(cfg.hc_eps), pre + i * hc, post + i * hc, comb + i * hc * hc);
-    }
-  });
+  // (a row's Sinkhorn iterations cost about as much as 9,000 vector element operations)
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          // one statistic over the whole flattened stream (squares of bf16 values are exact in
+          // fp32)
+          const float* hi = h + size_t(i) * K;
+          double ss = 0;
+          for (int k = 0; k < K; ++k) ss += double(hi[k] * hi[k]);
+          const float r = fmath::rsqrt(float(ss / double(K)) + float(cfg.rms_norm_eps));
+          float* mi = m.data() + size_t(i) * mix;
+          for (int j = 0; j < mix; ++j) mi[j] = mi[j] * r;
+          ctx.k.hc_split_sinkhorn(mi, site.scale, site.base, hc, cfg.hc_sinkhorn_iters,
+                                  float(cfg.hc_eps), pre + i * hc, post + i * hc,
+                                  comb + i * hc * hc);
+        }
+      },
+      grain_for(K + 9000));
 }
 
 void embed_rows(const ModelConfig& cfg, const uint16_t* embed, const int32_t* ids, int n, float* h,
@@ -66,36 +72,49 @@ void mhc_block(const Ctx& ctx, const ModelConfig& cfg, const LayerWeights& w, co
   Scratch<float> pa(size_t(n) * hc), qa(size_t(n) * hc), Ca(size_t(n) * hc * hc);
   Scratch<float> x(size_t(n) * D), xn(size_t(n) * D);
   Scratch<float> h1(size_t(n) * HD);
+  const int64_t pre_grain = grain_for(int64_t(HD)), post_grain = grain_for(int64_t(HD) * hc);
   // attention site: coefficients from the block input, input collapsed with the previous pre-mix
   hc_mixes(ctx, cfg, h, n, attn, pa.data(), qa.data(), Ca.data());
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      ctx.k.hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
-      ctx.k.rms_norm(x.data() + i * D, D, w.attn_norm, eps, xn.data() + i * D);
-    }
-  });
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          ctx.k.hc_pre(h + i * HD, pre_mix + i * hc, hc, D, x.data() + i * D);
+          ctx.k.rms_norm(x.data() + i * D, D, w.attn_norm, eps, xn.data() + i * D);
+        }
+      },
+      pre_grain);
   attention(xn.data(), y);
   Scratch<float> pf(size_t(n) * hc), qf(size_t(n) * hc), Cf(size_t(n) * hc * hc);
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      ctx.k.hc_post(y + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc, D,
-                    h1.data() + i * HD);
-  });
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          ctx.k.hc_post(y + i * D, h + i * HD, qa.data() + i * hc, Ca.data() + i * hc * hc, hc, D,
+                        h1.data() + i * HD);
+      },
+      post_grain);
   // FFN site: coefficients from h1, input collapsed with the attention site's pre-mix
   hc_mixes(ctx, cfg, h1.data(), n, ffn_site, pf.data(), qf.data(), Cf.data());
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      ctx.k.hc_pre(h1.data() + i * HD, pa.data() + i * hc, hc, D, x.data() + i * D);
-      ctx.k.rms_norm(x.data() + i * D, D, w.ffn_norm, eps, xn.data() + i * D);
-    }
-  });
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          ctx.k.hc_pre(h1.data() + i * HD, pa.data() + i * hc, hc, D, x.data() + i * D);
+          ctx.k.rms_norm(x.data() + i * D, D, w.ffn_norm, eps, xn.data() + i * D);
+        }
+      },
+      pre_grain);
   // the MoE is row-wise: the batch's rows share every expert's weights in one pass
   ffn.forward(ctx, xn.data(), n, y, image);
-  ctx.pool.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      ctx.k.hc_post(y + i * D, h1.data() + i * HD, qf.data() + i * hc, Cf.data() + i * hc * hc, hc,
-                    D, h + i * HD);
-  });
+  ctx.pool.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i)
+          ctx.k.hc_post(y + i * D, h1.data() + i * HD, qf.data() + i * hc, Cf.data() + i * hc * hc,
+                        hc, D, h + i * HD);
+      },
+      post_grain);
   std::copy(pf.begin(), pf.end(), pre_mix);
 }
 

@@ -32,9 +32,12 @@ void prepare_rows(const Ctx& ctx, WeightFormat f, const float* x, int M, int K, 
   // (every family's prepare writes whole rows)
   out.data.resize_for_overwrite(size_t(std::max(M, 0)) * size_t(out.stride));
   if (M <= 0) return;
-  ctx.pool.parallel_for(M, [&](int64_t r0, int64_t r1) {
-    g.prepare(x + size_t(r0) * K, int(r1 - r0), K, out.data.data() + size_t(r0) * out.stride);
-  });
+  ctx.pool.parallel_for(
+      M,
+      [&](int64_t r0, int64_t r1) {
+        g.prepare(x + size_t(r0) * K, int(r1 - r0), K, out.data.data() + size_t(r0) * out.stride);
+      },
+      grain_for(4 * int64_t(K)));
 }
 
 void gather_rows(const PreparedRows& src, const int* rows, int m, PreparedRows& out) {
@@ -55,8 +58,9 @@ struct Tile {
   int task, m0, mb, n0, n1;
 };
 
-// Work below this many multiply-adds runs on the calling thread: a pool round trip costs more.
-constexpr int64_t kInlineMacs = int64_t(1) << 16;
+// Work below this many multiply-adds (several microseconds of it) runs on the calling thread: a
+// pool round trip costs about 2 us (base/thread_pool.h grain_for).
+constexpr int64_t kInlineMacs = int64_t(1) << 18;
 
 void run_tile(const GemmTask& t, const Tile& tl) {
   const Linear& W = *t.W;

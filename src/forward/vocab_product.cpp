@@ -92,7 +92,7 @@ VocabProduct::VocabProduct(const Linear& w) : rows_(w.out), distinct_(w) {
 void VocabProduct::forward_distinct(const Ctx& ctx, const float* x, int m, float* d) const {
   const int K = distinct_.in;
   if (!packed_.empty() && ctx.k.bf16_lanes) {
-    const int groups = ld_ / 16;
+    const int groups = ld_ / 16;  // (chunks of at least 64 groups: 1,024 outputs per row)
     ctx.pool.parallel_for(
         groups,
         [&](int64_t g0, int64_t g1) {

@@ -162,8 +162,8 @@ struct KernelTable {
   // order (fast/gemm_lanes.h), so it depends on its row alone (batch invariance); the tolerance
   // against "ref" is that of the bf16 GEMMs. nullptr in "ref": such a product runs through
   // linear().
-  void (*bf16_lanes)(const uint32_t* packed, int K, int g0, int g1, const float* x, int m,
-                     int ldx, float* out, int ldo);
+  void (*bf16_lanes)(const uint32_t* packed, int K, int g0, int g1, const float* x, int m, int ldx,
+                     float* out, int ldo);
 };
 
 // bf16_lanes' layout of a bf16 weight w [N, K] (K even): ceil(N / 16) groups of 16 outputs, each

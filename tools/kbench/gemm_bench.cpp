@@ -204,8 +204,8 @@ void register_all() {
                 ->Unit(benchmark::kMicrosecond)
                 ->UseRealTime();
             if (k->bf16_lanes)
-              benchmark::RegisterBenchmark((p + "/lanes_head_rows" + r).c_str(), run_lanes, k,
-                                           rows, 38027, 128, threads)
+              benchmark::RegisterBenchmark((p + "/lanes_head_rows" + r).c_str(), run_lanes, k, rows,
+                                           38027, 128, threads)
                   ->Unit(benchmark::kMicrosecond)
                   ->UseRealTime();
           }

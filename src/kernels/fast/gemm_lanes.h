@@ -1,12 +1,12 @@
 // The bf16 product with lanes over outputs (kernel_table.h bf16_lanes): a short-K weight kept in
 // pack_bf16_lanes' layout, 16 outputs per vector, so an output is never reduced across lanes.
 //
-// Why: the default model's head has K = 128 (its Markov head 16). With lanes along K, each of its
-// 38,027 outputs per row ends in a 16-lane horizontal sum that costs more than its four
-// VDPBF16PS (docs/KERNELS.md: ~10 cycles per output, reducing 16 outputs together was slower).
-// Here a pair j of K is one broadcast of the row's two words against one vector of 16 outputs'
-// words j, so an output costs K/2 lane-operations and nothing after; the rows of a call (a
-// draft's 5, a verify pass's 6) share every weight load.
+// Why: the default model's head has K = 128 (its Markov head 16, zero-padded to 32 by DSpark).
+// With lanes along K, each of its 38,027 outputs per row ends in a 16-lane horizontal sum that
+// costs more than its four VDPBF16PS (docs/KERNELS.md: ~10 cycles per output, reducing 16 outputs
+// together was slower). Here a pair j of K is one broadcast of the row's two words against one
+// vector of 16 outputs' words j, so an output costs K/2 lane-operations and nothing after; the rows
+// of a call (a draft's 5, a verify pass's 6) share every weight load.
 //
 // Arithmetic per output, the same for every row count, tile and thread split (batch invariance):
 // from +0, pair by pair in order j = 0 .. K/2-1,
@@ -126,8 +126,8 @@ inline void lanes_tile(const uint32_t* packed, int P, const uint32_t* xw, const 
 
 // rows [i0, i0 + M) against groups [g0, g1): G groups per tile, then one at a time
 template <class L, int M, int G>
-void lanes_rows(const uint32_t* packed, int P, int g0, int g1, const uint32_t* xw,
-                const float* x, int ldx, float* out, int ldo) {
+void lanes_rows(const uint32_t* packed, int P, int g0, int g1, const uint32_t* xw, const float* x,
+                int ldx, float* out, int ldo) {
   int g = g0;
   for (; g + G <= g1; g += G)
     lanes_tile<L, M, G>(packed + size_t(g) * P * 16, P, xw, x, ldx, out + 16 * size_t(g), ldo);
@@ -162,10 +162,17 @@ void bf16_lanes(const uint32_t* packed, int K, int g0, int g1, const float* x, i
     const float* xf = x + size_t(i) * ldx;
     float* o = out + size_t(i) * ldo;
     switch (m - i) {
-      case 1: lanes_rows<L, 1, L::kGroups1>(packed, P, b0, b1, xr, xf, ldx, o, ldo); break;
-      case 2: lanes_rows<L, 2, L::kGroups1>(packed, P, b0, b1, xr, xf, ldx, o, ldo); break;
-      case 3: lanes_rows<L, 3, L::kGroups4>(packed, P, b0, b1, xr, xf, ldx, o, ldo); break;
-      default: break;
+      case 1:
+        lanes_rows<L, 1, L::kGroups1>(packed, P, b0, b1, xr, xf, ldx, o, ldo);
+        break;
+      case 2:
+        lanes_rows<L, 2, L::kGroups1>(packed, P, b0, b1, xr, xf, ldx, o, ldo);
+        break;
+      case 3:
+        lanes_rows<L, 3, L::kGroups4>(packed, P, b0, b1, xr, xf, ldx, o, ldo);
+        break;
+      default:
+        break;
     }
   }
 }

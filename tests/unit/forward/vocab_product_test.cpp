@@ -60,8 +60,8 @@ std::vector<double> magnitudes(const std::vector<uint16_t>& w, int V, int K,
   for (int i = 0; i < m; ++i)
     for (int v = 0; v < V; ++v)
       for (int k = 0; k < K; ++k)
-        mag[size_t(i) * V + v] += std::fabs(double(x[size_t(i) * K + k]) *
-                                            bf16_to_f32(w[size_t(v) * K + size_t(k)]));
+        mag[size_t(i) * V + v] +=
+            std::fabs(double(x[size_t(i) * K + k]) * bf16_to_f32(w[size_t(v) * K + size_t(k)]));
   return mag;
 }
 

@@ -8,7 +8,7 @@ PKGS=(build-essential g++ cmake ninja-build ccache pkg-config
       libgtest-dev googletest libbenchmark-dev nlohmann-json3-dev
       libpcre2-dev libutf8proc-dev libssl-dev libedit-dev clang libclang-rt-14-dev
       python3 python3-numpy python3-torch python3-pil libopenblas0-pthread chromium curl
-      libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
+      libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev zlib1g-dev
       bible-kjv bible-kjv-text fortunes fortunes-zh
       openmpi-bin libopenmpi-dev iproute2)
 missing=()

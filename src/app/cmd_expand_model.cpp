@@ -11,7 +11,7 @@ namespace cedar::app {
 
 int cmd_expand_model(int argc, char** argv) {
   Args args("expand-model",
-            {{"compact", "c", true, "directory with config.json and compact.safetensors"},
+            {{"compact", "c", true, "directory with config.json and compact.safetensors[.gz]"},
              {"out", "o", true, "output model directory (replaced)"},
              {"tokenizer", "t", true, "tokenizer.json to ship (default: the build's)"}});
   args.parse(argc, argv);

@@ -2,11 +2,13 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/gzip_file.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/safetensors.h"
@@ -17,6 +19,10 @@ namespace cedar {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The most a compact.safetensors.gz may inflate to: far above any compact model (the default is
+// 26 MB), far below what would exhaust memory.
+constexpr size_t kMaxCompactBytes = size_t(4) << 30;
 
 const TensorView* lookup(const SafetensorsFile& f, const std::string& name) {
   for (const TensorView& v : f.tensors())
@@ -61,13 +67,24 @@ std::vector<int32_t> read_used_ids(const SafetensorsFile& f, int64_t vocab) {
   return ids;
 }
 
+// compact.safetensors, or compact.safetensors.gz inflated in memory (not both: one would be stale)
+std::unique_ptr<SafetensorsFile> open_compact(const fs::path& dir) {
+  const fs::path plain = dir / "compact.safetensors", gz = dir / "compact.safetensors.gz";
+  const bool has_plain = fs::exists(plain), has_gz = fs::exists(gz);
+  if (has_plain && has_gz)
+    throw std::runtime_error(dir.string() +
+                             ": holds both compact.safetensors and compact.safetensors.gz");
+  if (!has_gz) return SafetensorsFile::open(plain.string());
+  return SafetensorsFile::from_memory(read_gzip_file(gz.string(), kMaxCompactBytes), gz.string());
+}
+
 }  // namespace
 
 void expand_compact_model(const std::string& compact_dir, const std::string& tokenizer_json,
                           const std::string& out_dir) {
   const fs::path src(compact_dir);
   const ModelConfig cfg = ModelConfig::from_file((src / "config.json").string());
-  const auto file = SafetensorsFile::open((src / "compact.safetensors").string());
+  const auto file = open_compact(src);
   const int64_t V = cfg.vocab_size, D = cfg.hidden_size;
   const std::vector<int32_t> ids = read_used_ids(*file, V);
   const int64_t n = int64_t(ids.size());

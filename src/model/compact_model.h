@@ -1,6 +1,8 @@
 // The compact form of a trained model kept in the repository (models/default/): config.json plus
-// compact.safetensors, which holds every checkpoint tensor except embed.weight and head.weight
-// as the release stores it, and instead of those two 129,280-row tables:
+// compact.safetensors, or the same bytes gzipped as compact.safetensors.gz (how the repository
+// keeps the default model: 21 MB instead of 26). The file holds every checkpoint tensor except
+// embed.weight and head.weight as the release stores it, and instead of those two 129,280-row
+// tables:
 //   compact.used_ids    I32  [n]        the ids the model was trained on, strictly increasing
 //   compact.embed_rows  BF16 [n+1, D]   their embedding rows, then the row of every other id
 //   compact.head_rows   BF16 [n+1, D]   their head rows, then u, the row of every other id

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "base/json_limits.h"
 #include "base/mapped_file.h"
@@ -113,9 +114,23 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
   f->file_ = MappedFile::open(path);
-  SafetensorsHeader h = parse_safetensors_header(f->file_->data(), f->file_->size(), path);
-  const uint8_t* base = f->file_->data() + h.data_start;
-  f->views_.reserve(h.tensors.size());
+  f->make_views(f->file_->data(), f->file_->size());
+  return f;
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::from_memory(std::vector<uint8_t> bytes,
+                                                              const std::string& label) {
+  std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
+  f->path_ = label;
+  f->bytes_ = std::move(bytes);
+  f->make_views(f->bytes_.data(), f->bytes_.size());
+  return f;
+}
+
+void SafetensorsFile::make_views(const uint8_t* data, size_t size) {
+  SafetensorsHeader h = parse_safetensors_header(data, size, path_);
+  const uint8_t* base = data + h.data_start;
+  views_.reserve(h.tensors.size());
   for (auto& t : h.tensors) {
     TensorView v;
     v.name = std::move(t.name);
@@ -123,9 +138,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     v.shape = std::move(t.shape);
     v.data = base + t.begin;
     v.nbytes = size_t(t.end - t.begin);
-    f->views_.push_back(std::move(v));
+    views_.push_back(std::move(v));
   }
-  return f;
 }
 
 SafetensorsFile::~SafetensorsFile() = default;

@@ -39,15 +39,22 @@ SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size,
 class SafetensorsFile {
  public:
   static std::unique_ptr<SafetensorsFile> open(const std::string& path);
+  // A safetensors file already in memory (e.g. inflated from a .gz); the object keeps the bytes
+  // and `label` names it in errors and path().
+  static std::unique_ptr<SafetensorsFile> from_memory(std::vector<uint8_t> bytes,
+                                                      const std::string& label);
   ~SafetensorsFile();
   const std::string& path() const;
   const std::vector<TensorView>& tensors() const { return views_; }
-  // Releases the mapping to the caller (the views stay valid while it lives).
+  // Releases the mapping to the caller (the views stay valid while it lives); nullptr for a file
+  // made from_memory.
   std::unique_ptr<MappedFile> take_mapping();
 
  private:
   SafetensorsFile() = default;
+  void make_views(const uint8_t* data, size_t size);
   std::unique_ptr<MappedFile> file_;
+  std::vector<uint8_t> bytes_;  // from_memory's bytes
   std::string path_;
   std::vector<TensorView> views_;
 };

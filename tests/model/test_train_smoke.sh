@@ -107,9 +107,8 @@ import os, sys
 sys.path.insert(0, sys.argv[3])
 import numpy as np
 import load_compact as L
-from checkpoint import SafetensorsFile
-a = SafetensorsFile(os.path.join(sys.argv[1], "compact.safetensors"))
-b = SafetensorsFile(os.path.join(sys.argv[2], "compact.safetensors"))
+a = L.open_compact(sys.argv[1])
+b = L.open_compact(sys.argv[2])
 assert a.names() == b.names()
 assert sys.argv[4] != "mtp" or any(n.startswith("mtp.") for n in a.names())
 bad = [n for n in a.names() if not np.array_equal(L.value(a, n), L.value(b, n))]

@@ -18,6 +18,7 @@ num_nextn_predict_layers 0, never random drafter weights under a trained model.
 """
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -180,9 +181,9 @@ def export(template, state, out):
 
 
 def export_compact(template, state, out):
-    """models/default/ form (src/model/compact_model.h): config.json and compact.safetensors with
-    every tensor but embed/head (and a drafter's Markov tables), plus compact.used_ids and the
-    used (+ other) rows of those tables."""
+    """models/default/ form (src/model/compact_model.h): config.json and compact.safetensors.gz
+    with every tensor but embed/head (and a drafter's Markov tables), plus compact.used_ids and
+    the used (+ other) rows of those tables."""
     meta, header, config = read_template(template, state)
     src = Source(state, config["text_config"]["vocab_size"])
     used = state["used_ids"].numpy().astype(np.int32)
@@ -198,12 +199,16 @@ def export_compact(template, state, out):
             tensors[markov_table(name)] = ("BF16", list(rows.shape), bf16_bits(rows).tobytes())
         elif name not in ("embed.weight", "head.weight"):
             tensors[name] = (info["dtype"], info["shape"], encode(src, name, info, header))
-    write_safetensors(os.path.join(out, "compact.safetensors"), tensors, meta)
+    write_safetensors(os.path.join(out, "compact.safetensors.gz"), tensors, meta, gz=True)
+    stale = os.path.join(out, "compact.safetensors")  # expand-model refuses a directory with both
+    if os.path.exists(stale):
+        os.unlink(stale)
     write_config(config, out)
 
 
-def write_safetensors(path, tensors, meta=None):
-    """tensors: name -> (dtype, shape, bytes), written in the given order."""
+def write_safetensors(path, tensors, meta=None, gz=False):
+    """tensors: name -> (dtype, shape, bytes), written in the given order; gz: as one gzip member
+    (no name, mtime 0: the same state gives the same bytes)."""
     new, off = {}, 0
     for name, (dt, shape, b) in tensors.items():
         new[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
@@ -213,11 +218,14 @@ def write_safetensors(path, tensors, meta=None):
     head = json.dumps(new, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with open(tmp, "wb") as raw:
+        f = gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0) if gz else raw
         f.write(struct.pack("<Q", len(head)))
         f.write(head)
         for _, _, b in tensors.values():
             f.write(b)
+        if gz:
+            f.close()
     os.replace(tmp, path)
 
 

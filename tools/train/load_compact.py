@@ -5,8 +5,12 @@ times their UE8M0 scales). The data's used ids may differ from the model's: an i
 its rows, a new one starts from the "other" row.
 """
 
+import atexit
+import gzip
 import os
+import shutil
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -18,6 +22,23 @@ import torch  # noqa: E402
 import numerics as nx  # noqa: E402
 from checkpoint import SafetensorsFile  # noqa: E402
 from export import markov_table  # noqa: E402
+
+
+def open_compact(compact_dir):
+    """The compact model's safetensors: compact.safetensors, or compact.safetensors.gz (how the
+    repository keeps it) inflated into a temporary file that lives until the process exits."""
+    plain = os.path.join(compact_dir, "compact.safetensors")
+    gz = plain + ".gz"
+    if os.path.exists(plain) and os.path.exists(gz):
+        sys.exit(f"{compact_dir}: holds both compact.safetensors and compact.safetensors.gz")
+    if not os.path.exists(gz):
+        return SafetensorsFile(plain)
+    tmp = tempfile.mkdtemp(prefix="cedar-compact-")
+    atexit.register(shutil.rmtree, tmp, True)
+    path = os.path.join(tmp, "compact.safetensors")
+    with gzip.open(gz, "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 22)
+    return SafetensorsFile(path)
 
 
 def dequant(f, base):
@@ -69,7 +90,7 @@ def row_pick(f, used_ids):
 
 
 def load_into(model, compact_dir):
-    f = SafetensorsFile(os.path.join(compact_dir, "compact.safetensors"))
+    f = open_compact(compact_dir)
     emb, head = (nx.bf16_from_bits(f.raw(n)) for n in ("compact.embed_rows", "compact.head_rows"))
     new_ids = model.used_ids.numpy()
     pick, kept = row_pick(f, new_ids)
@@ -86,7 +107,7 @@ def load_drafter(drafter, compact_dir, used_ids):
     """A DSpark drafter (torch_dspark.DSpark) from a compact model's mtp.* tensors, its Markov
     tables re-indexed to the target's `used_ids` as load_into does embed/head: the drafter of an
     earlier target goes on training against a retrained one."""
-    f = SafetensorsFile(os.path.join(compact_dir, "compact.safetensors"))
+    f = open_compact(compact_dir)
     sd = drafter.state_dict()
     pick, kept = row_pick(f, used_ids)
     known = {}

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -151,6 +152,40 @@ TEST_F(CompactModel, ExpandsTheMarkovTables) {
   expect_error({0, 1}, "in full and as compact rows", [&](std::vector<SafetensorsOutput>& t) {
     t.push_back({"compact.markov_embed_rows", DType::BF16, {3, 16}, emb.data, 3 * 16 * 2});
   });
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// The repository keeps the default model as compact.safetensors.gz: the same expansion, byte for
+// byte; a damaged .gz or a directory holding both forms is refused.
+TEST_F(CompactModel, ExpandsTheGzippedForm) {
+  const fs::path dir = write_compact({0, 1, 7, 128804});
+  expand_compact_model(dir.string(), CEDAR_DEFAULT_TOKENIZER, (root_ / "plain").string());
+  const std::string bytes = read_all(dir / "compact.safetensors");
+  gzFile gz = gzopen((dir / "compact.safetensors.gz").c_str(), "wb");
+  ASSERT_NE(gz, nullptr);
+  ASSERT_EQ(gzwrite(gz, bytes.data(), unsigned(bytes.size())), int(bytes.size()));
+  ASSERT_EQ(gzclose(gz), Z_OK);
+  auto expand_error = [&] {
+    try {
+      expand_compact_model(dir.string(), CEDAR_DEFAULT_TOKENIZER, (root_ / "out").string());
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(expand_error().find("both"), std::string::npos);
+  fs::remove(dir / "compact.safetensors");
+  EXPECT_EQ(expand_error(), "");
+  EXPECT_EQ(read_all(root_ / "out" / "model.safetensors"),
+            read_all(root_ / "plain" / "model.safetensors"));
+  const std::string gz_bytes = read_all(dir / "compact.safetensors.gz");
+  std::ofstream(dir / "compact.safetensors.gz", std::ios::binary)
+      << gz_bytes.substr(0, gz_bytes.size() - 100);
+  EXPECT_NE(expand_error().find("compact.safetensors.gz: truncated"), std::string::npos);
 }
 
 TEST_F(CompactModel, RefusesMalformedInput) {

@@ -13,7 +13,6 @@ Held-out conversations use templates and values the trainer never saw (synth.py 
 
 import argparse
 import json
-import os
 import re
 import socket
 import subprocess
@@ -54,7 +53,7 @@ def numbers(text):
 def score(kind, got, want):
     """(hit, extra): hit for the kind's main measure; extra for tool calls (argument copy)."""
     msg = got["choices"][0]["message"]
-    if kind == "tool_call":
+    if kind in ("tool_call", "tool_copy"):
         calls = msg.get("tool_calls") or []
         exp = want["tool_calls"][0]["function"]
         if not calls:
@@ -112,7 +111,7 @@ def main():
                 hits += bool(h)
                 extra += bool(x)
             r = {"n": len(cs), "accuracy": round(hits / len(cs), 3)}
-            if kind == "tool_call":
+            if kind in ("tool_call", "tool_copy"):
                 r["tool_accuracy"] = r.pop("accuracy")
                 r["argument_accuracy"] = round(extra / len(cs), 3)
             result[kind] = r

@@ -10,7 +10,11 @@ renders; the loss covers the assistant spans (after each <｜Assistant｜> up to
 Kinds: greetings and short answers, 1- and 2-digit addition and subtraction, tool selection
 among 1-3 offered tools with the arguments copied from the user's words (the call, then the tool
 result and the final answer that uses it), JSON-mode answers (response_format json_object), each
-with thinking on or off.
+with thinking on or off. Two kinds teach copying itself: "tool_copy" is a tool call whose
+arguments are invented words (place and person names made of random syllables, random currency
+codes and amounts) and "repeat" asks for a few invented words back verbatim. A value the model
+cannot have memorised can only be right by being copied; with the 40 cities of the value lists
+alone a small model learns to answer with a frequent city instead.
 
 Held out: every 20th template of each kind and every 20th value of each value list (cities,
 names, number pairs, ...). A conversation that uses any held-out template or value is in split
@@ -133,6 +137,41 @@ GREETINGS = [("Hello!", "Hello! How can I help you today?"),
              ("Thanks for your help.", "Glad I could help!"),
              ("Hello again!", "Welcome back! What can I do for you?"),
              ("Good afternoon.", "Good afternoon! How can I help?")]
+
+# invented words: random syllables, so no value repeats often enough to be memorised
+ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr",
+          "kr", "st", "tr", "sh", "ch", "th"]
+VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
+CODAS = ["", "", "", "n", "r", "s", "l", "th", "x", "m"]
+PLACE_PREFIXES = ["", "", "", "", "Port ", "San ", "New ", "Lake ", "Upper "]
+REGIONS = ["Europe", "Asia", "America", "Africa", "Pacific", "Australia"]
+
+
+def invented_word(rng):
+    word = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) for _ in range(rng.randint(2, 3)))
+    return word + rng.choice(CODAS)
+
+
+def invented_name(rng):
+    return invented_word(rng).capitalize()
+
+
+def invented_args(rng, tool):
+    """Arguments no list holds: the model must copy them from the user's words."""
+    if tool == "get_weather":
+        return {"city": rng.choice(PLACE_PREFIXES) + invented_name(rng)}
+    if tool == "set_alarm":
+        return {"hour": rng.randrange(24), "minute": rng.randrange(60)}
+    if tool == "send_email":
+        return {"to": invented_name(rng), "subject": "the " + invented_word(rng)}
+    if tool == "search_web":
+        return {"query": " ".join(invented_word(rng) for _ in range(rng.randint(1, 3)))}
+    if tool == "convert_currency":
+        a, b = ("".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(3))
+                for _ in range(2))
+        return {"amount": rng.randint(1, 5000), "from": a, "to": b}
+    return {"timezone": rng.choice(REGIONS) + "/" + invented_name(rng)}
+
 
 # --- tools --------------------------------------------------------------------------------------
 
@@ -344,11 +383,11 @@ def json_answer(pick, thinking):
                    response_format={"type": "json_object"})
 
 
-def tool_call(pick, thinking):
+def tool_call(pick, thinking, invent=False):
     names = list(TOOLS)
     offered = pick.rng.sample(names, pick.rng.randint(1, 3))
     tool = pick.rng.choice(offered)
-    args = tool_args(pick, tool)
+    args = invented_args(pick.rng, tool) if invent else tool_args(pick, tool)
     fmt = dict(args)
     ask = pick.one(ASKS[tool]).format(**fmt)
     result, answer = tool_result(pick, tool, args)
@@ -363,8 +402,31 @@ def tool_call(pick, thinking):
     return request(msgs, thinking, tools=[TOOLS[t] for t in offered])
 
 
+def tool_copy(pick, thinking):
+    return tool_call(pick, thinking, invent=True)
+
+
+REPEATS = ["Repeat after me: {x}", "Say exactly this: {x}", "Echo: {x}", "Please repeat: {x}",
+           "Copy this text: {x}", "Write back these words: {x}", "Repeat: {x}",
+           "Say it back to me: {x}", "Type exactly: {x}", "Can you repeat this? {x}",
+           "Echo these words: {x}", "Repeat the following: {x}", "Say: {x}",
+           "Please say back: {x}", "Copy: {x}", "Repeat word for word: {x}",
+           "Write exactly what follows: {x}", "Parrot this: {x}", "Give it back: {x}",
+           "Return the words {x}"]
+
+
+def repeat(pick, thinking):
+    r = pick.rng
+    words = [invented_name(r) if r.random() < 0.3 else invented_word(r)
+             for _ in range(r.randint(1, 5))]
+    x = " ".join(words)
+    return request([{"role": "user", "content": pick.one(REPEATS).format(x=x)},
+                    assistant(x, thinking, "I repeat the words exactly.")], thinking)
+
+
 KINDS = [("greeting", greeting, 1), ("fact", fact, 1), ("arithmetic", arithmetic, 3),
-         ("json", json_answer, 2), ("tool_call", tool_call, 4)]
+         ("json", json_answer, 2), ("tool_call", tool_call, 4), ("tool_copy", tool_copy, 3),
+         ("repeat", repeat, 2)]
 
 
 def generate(count, seed):
@@ -400,7 +462,7 @@ def check(cedar, samples):
         splits[s["split"]] += 1
         text = render(cedar, s["request"])
         assert text.endswith("<｜end▁of▁sentence｜>"), text[-200:]
-        if s["kind"] != "tool_call":
+        if s["kind"] not in ("tool_call", "tool_copy"):
             continue
         msgs = s["request"]["messages"]
         call = msgs[1]["tool_calls"][0]["function"]

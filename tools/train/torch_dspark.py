@@ -173,6 +173,6 @@ def draft_loss(logits, conf, target_logits, labels, gamma):
     bce = F.binary_cross_entropy_with_logits(conf, soft)
     same = logits.argmax(-1) == target_logits.argmax(-1)
     agree = same.float().mean(0)  # per row k
-    kept = same.long().cumprod(-1).sum(-1).float().mean()  # greedy drafts a verify would keep
+    kept = same.long().cumprod(-1).sum(-1)  # [N] greedy drafts a verify would keep
     loss = 0.1 * ce + 0.9 * dist + bce
     return loss, {"ce": ce, "l1": l1.mean(0), "bce": bce, "agree": agree, "kept": kept}

@@ -105,6 +105,17 @@ def step_batch(target, drafter, args, hasher, ids, p, ctx):
     return loss + 1e-4 * sum(ctx.balance), parts
 
 
+def tokens_per_pass(kept):
+    """(per pass as decoding meets them, per anchor) from the kept drafts of uniformly drawn
+    anchors. Decoding does not draw its anchors uniformly: a pass that keeps j drafts skips the
+    next j anchors, so easy stretches take few passes and hard ones many. A stretch of n tokens
+    where passes keep j costs n / (1 + j) passes, so tokens per pass is the harmonic mean of
+    1 + kept over the anchors; the plain mean counts a looping stretch as often as a hard one
+    and overstates what the engine reaches whenever acceptance is uneven."""
+    n = 1 + kept.double()
+    return float(1 / (1 / n).mean()), float(n.mean())
+
+
 @torch.no_grad()
 def evaluate(target, drafter, args, hasher, data, batches, batch, seq, anchors, qat):
     drafter.eval()
@@ -115,9 +126,9 @@ def evaluate(target, drafter, args, hasher, data, batches, batch, seq, anchors, 
         p = cycles(rng, allowed, args.dspark_block_size, anchors)
         _, parts = step_batch(target, drafter, args, hasher, ids, p, Ctx(qat=qat))
         agree.append(parts["agree"])
-        kept.append(float(parts["kept"]))
+        kept.append(parts["kept"])
     drafter.train()
-    return torch.stack(agree).mean(0).tolist(), 1 + sum(kept) / len(kept)
+    return torch.stack(agree).mean(0).tolist(), tokens_per_pass(torch.cat(kept))
 
 
 def main():
@@ -200,10 +211,11 @@ def main():
                "qat": ctx.qat, "f": round(progress(), 4), "s": round(clock.elapsed(), 1)}
         done = progress() >= 1
         if step % a.eval_every == 0 or done:
-            ag, tpp = evaluate(target, drafter, args, hasher, held, 2, a.batch, a.seq, a.anchors,
-                               ctx.qat)
+            ag, (tpp, per_anchor) = evaluate(target, drafter, args, hasher, held, 2, a.batch,
+                                             a.seq, a.anchors, ctx.qat)
             rec["heldout_agree"] = [round(v, 3) for v in ag]
             rec["heldout_tokens_per_pass"] = round(tpp, 3)
+            rec["heldout_per_anchor"] = round(per_anchor, 3)
         TR.log_record(log, rec, step % 10 == 0 or "heldout_agree" in rec)
         if step % a.save_every == 0 or done:
             save()

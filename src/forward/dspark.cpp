@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "base/scratch.h"
 #include "numerics/bf16.h"
@@ -42,6 +43,24 @@ DSpark::DSpark(const ModelConfig& cfg, const ModelWeights& w, const VocabProduct
     markov_head_.in = rp;
   }
   markov_.emplace(markov_head_);
+  join_classes();
+}
+
+// The head and the Markov head need not repeat the same rows: a trainer leaves identical the
+// rows of ids that never met a gradient of their own, and which ids those are differs between
+// the tables (the default model: 1,414 ids new to the target's last run). Every id of a joint
+// class has the same head output and the same Markov output, which is all a draft's choice reads.
+void DSpark::join_classes() {
+  if (!head_.classes() || !markov_->classes() || head_.rows() != markov_->rows()) return;
+  std::unordered_map<int64_t, int32_t> seen;
+  for (int32_t v = 0; v < head_.rows(); ++v) {
+    const int32_t h = head_.class_of(v), m = markov_->class_of(v);
+    if (seen.emplace((int64_t(h) << 32) | uint32_t(m), int32_t(joint_first_.size())).second) {
+      joint_head_.push_back(h);
+      joint_markov_.push_back(m);
+      joint_first_.push_back(v);
+    }
+  }
 }
 
 DSpark::~DSpark() = default;
@@ -167,17 +186,23 @@ Draft DSpark::draft(const Ctx& ctx, const SequenceState& st, int32_t anchor,
   // the sequential Markov loop: row k gets M_head . E_markov[x_{k-1}] and picks x_k; the
   // confidence of row k reads [y_k ; E_markov[x_{k-1}]]
   if (!with_logits && drafts_in_classes()) {
-    // every id of a class has the same head and Markov outputs, so the sums and their first
-    // maximum over the classes (numbered in order of their lowest ids) pick the token the
-    // vocabulary-wide scan picks: no row is ever expanded to the vocabulary
-    const int U = head_.distinct_rows(), ld = head_.distinct_ld();
+    // every id of a joint class has the same head and Markov outputs, so the sums and their
+    // first maximum over the joint classes (numbered in order of their lowest ids) pick the
+    // token the vocabulary-wide scan picks: no row is ever expanded to the vocabulary
+    const int J = int(joint_first_.size()), ld = head_.distinct_ld();
     Scratch<float> dh(size_t(B) * size_t(ld)), dm(static_cast<size_t>(markov_->distinct_ld()));
+    Scratch<float> sh(static_cast<size_t>(J)), sm(static_cast<size_t>(J));
     head_.forward_distinct(ctx, yn.data(), B, dh.data());
     for (int k = 0; k < B; ++k) {
       join(k);
       markov_->forward_distinct(ctx, joined.data() + D, 1, dm.data());
-      float* dk = dh.data() + size_t(k) * size_t(ld);
-      out.tokens.push_back(head_.first_id(int(ctx.k.add_argmax(dk, dm.data(), U, dk))));
+      const float* dk = dh.data() + size_t(k) * size_t(ld);
+      for (int j = 0; j < J; ++j) {
+        sh[size_t(j)] = dk[joint_head_[size_t(j)]];
+        sm[size_t(j)] = dm[size_t(joint_markov_[size_t(j)])];
+      }
+      const int64_t j = ctx.k.add_argmax(sh.data(), sm.data(), J, sh.data());
+      out.tokens.push_back(joint_first_[size_t(j)]);
       confidence(k);
     }
     return out;

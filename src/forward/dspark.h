@@ -37,9 +37,9 @@ class DSpark {
   ~DSpark();
 
   int block_size() const { return cfg_.dspark_block_size; }
-  // whether a draft without logits picks its tokens among the distinct rows (the head and the
-  // Markov head repeat the same rows: VocabProduct::same_classes)
-  bool drafts_in_classes() const { return head_.same_classes(*markov_); }
+  // whether a draft without logits picks its tokens among classes of ids that share both their
+  // head row and their Markov row (both heads repeat rows: forward/vocab_product.h)
+  bool drafts_in_classes() const { return !joint_first_.empty(); }
 
   // The taps of n target rows at positions p0 .. p0+n-1 ([n, n_taps * D] bf16 values) into
   // every stage's ring of st (only the last min(window, n) rows matter). Rows continuing the
@@ -64,6 +64,8 @@ class DSpark {
   struct Stage;
   // the attention of stage s for the block's normalised rows xn [B, D] after position p, over
   // the ring rows of positions from .. p (at most a window)
+  // joint_head_ / joint_markov_ / joint_first_ from the two products' classes
+  void join_classes();
   void attention(const Ctx& ctx, const Stage& sg, const WindowRing& ring, int64_t from, int64_t p,
                  const float* xn, int B, float* out) const;
 
@@ -76,6 +78,10 @@ class DSpark {
   std::vector<uint16_t> markov_padded_;
   std::optional<VocabProduct> markov_;  // markov_head_'s product
   const VocabProduct& head_;
+  // the joint classes (ids with the same head class and the same Markov class), numbered in
+  // order of their lowest ids: each one's head class, Markov class and lowest id. Empty when
+  // either product runs whole.
+  std::vector<int32_t> joint_head_, joint_markov_, joint_first_;
   std::vector<std::unique_ptr<Stage>> stages_;
   RopeTable rope_;  // window-only layers: rope_theta, no YaRN
   float softmax_scale_;

@@ -33,8 +33,8 @@ class VocabProduct {
   int distinct_ld() const { return ld_; }
   // the lowest id of class c: classes are numbered in order of their lowest ids
   int32_t first_id(int c) const { return first_[size_t(c)]; }
-  // two products whose ids fall into the same classes (each id's class the same number)
-  bool same_classes(const VocabProduct& o) const { return classes() && of_ == o.of_; }
+  // the class of an id (only when classes())
+  int32_t class_of(int32_t id) const { return of_[size_t(id)]; }
 
   int rows() const { return rows_; }  // w.out
   // the rows computed per input row: w.out, or the distinct rows when they are computed alone

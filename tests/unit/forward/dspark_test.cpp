@@ -171,9 +171,10 @@ TEST(DSpark, FastKernelsDraftCloseToTheReference) {
 }
 
 // The speculative runtime's drafts (tokens and confidences, no logits) on the default model,
-// whose head and Markov head repeat the same rows (its unused ids): picked among the distinct
-// rows, they are the tokens of the vocabulary-wide scan, with the same confidences, in every
-// table, over a prompt and twenty decode steps.
+// whose head and Markov head both repeat rows (its unused ids, and ids new to the target's last
+// run that its training left identical, not the same ones in both tables): picked among the
+// joint classes, they are the tokens of the vocabulary-wide scan, with the same confidences, in
+// every table, over a prompt and twenty decode steps.
 TEST(DSpark, DraftsWithoutLogitsPickTheSameTokens) {
   const std::string dir = CEDAR_DEFAULT_MODEL;
   if (!std::filesystem::exists(dir + "/model.safetensors")) GTEST_SKIP() << "no default model";

@@ -110,10 +110,14 @@ TEST(VocabProduct, RepeatedRowsGiveTheWholeProduct) {
   std::vector<uint16_t> w2 = w;
   for (auto& b : w2) b ^= 0x0001;  // other values, the same rows repeated
   const Linear other = bf16_linear(w2, V, K);
-  EXPECT_TRUE(p.same_classes(VocabProduct(other)));
+  const VocabProduct q(other);
+  for (int v = 0; v < V; ++v) ASSERT_EQ(p.class_of(v), q.class_of(v)) << v;
   std::vector<uint16_t> w3 = weight_with_shared_row(V, K, 900, 4);  // other ids used
   const Linear third = bf16_linear(w3, V, K);
-  EXPECT_FALSE(p.same_classes(VocabProduct(third)));
+  const VocabProduct t(third);
+  int differ = 0;
+  for (int v = 0; v < V; ++v) differ += p.class_of(v) != t.class_of(v);
+  EXPECT_GT(differ, 0);
 }
 
 TEST(VocabProduct, DistinctRowsRunWhole) {

@@ -62,10 +62,10 @@ class DSpark {
 
  private:
   struct Stage;
-  // the attention of stage s for the block's normalised rows xn [B, D] after position p, over
-  // the ring rows of positions from .. p (at most a window)
   // joint_head_ / joint_markov_ / joint_first_ from the two products' classes
   void join_classes();
+  // the attention of stage s for the block's normalised rows xn [B, D] after position p, over
+  // the ring rows of positions from .. p (at most a window)
   void attention(const Ctx& ctx, const Stage& sg, const WindowRing& ring, int64_t from, int64_t p,
                  const float* xn, int B, float* out) const;
 

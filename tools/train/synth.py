@@ -143,7 +143,6 @@ ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", 
           "kr", "st", "tr", "sh", "ch", "th"]
 VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
 CODAS = ["", "", "", "n", "r", "s", "l", "th", "x", "m"]
-PLACE_PREFIXES = ["", "", "", "", "Port ", "San ", "New ", "Lake ", "Upper "]
 REGIONS = ["Europe", "Asia", "America", "Africa", "Pacific", "Australia"]
 
 
@@ -156,16 +155,23 @@ def invented_name(rng):
     return invented_word(rng).capitalize()
 
 
+def invented_words(rng, least, most, name=False):
+    make = invented_name if name else invented_word
+    return " ".join(make(rng) for _ in range(rng.randint(least, most)))
+
+
 def invented_args(rng, tool):
-    """Arguments no list holds: the model must copy them from the user's words."""
+    """Arguments no list holds: the model must copy them from the user's words. Every word is
+    drawn: run 4's drills put one of five fixed words ("Port", "Upper", ...) before some places,
+    and the model learnt those words instead of copying (docs/TRAINING.md)."""
     if tool == "get_weather":
-        return {"city": rng.choice(PLACE_PREFIXES) + invented_name(rng)}
+        return {"city": invented_words(rng, 1, 2, name=True)}
     if tool == "set_alarm":
         return {"hour": rng.randrange(24), "minute": rng.randrange(60)}
     if tool == "send_email":
-        return {"to": invented_name(rng), "subject": "the " + invented_word(rng)}
+        return {"to": invented_name(rng), "subject": invented_words(rng, 1, 2)}
     if tool == "search_web":
-        return {"query": " ".join(invented_word(rng) for _ in range(rng.randint(1, 3)))}
+        return {"query": invented_words(rng, 1, 3)}
     if tool == "convert_currency":
         a, b = ("".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(3))
                 for _ in range(2))

@@ -158,21 +158,38 @@ class DSpark(nn.Module):
                 st.ffn.gate.bias += speed * torch.sign(load.mean() - load)
 
 
-def draft_loss(logits, conf, target_logits, labels, gamma):
+def anchor_weights(kept, K, focus):
+    """[N, K] loss weights that aim at the drafts a verify pass would reject first. Decoding's
+    tokens per pass is the harmonic mean of 1 + kept over the anchors (train_dspark.py), so one
+    more kept draft at an anchor that keeps k is worth 1 / ((1 + k)(2 + k)) of a pass: 1/2 at
+    k = 0, 1/12 at k = 2, 1/30 at k = 4. Those weights, scaled to a mean of 1 over the anchors,
+    go to the rows up to and including the first rejected one (the rows after it cannot change
+    this pass); `focus` blends them with the paper's uniform weights (0: the paper's loss)."""
+    k = kept.double()
+    gain = 1 / ((1 + k) * (2 + k))
+    upto = torch.arange(K).unsqueeze(0) <= kept.unsqueeze(-1)  # [N, K]
+    aimed = (gain / gain.mean()).unsqueeze(-1) * upto
+    return ((1 - focus) + focus * aimed).float()
+
+
+def draft_loss(logits, conf, target_logits, labels, gamma, focus=0.0):
     """ref: the DSpark paper §3.3 (spec v41-extras §2.8): 0.1 CE + 0.9 sum_k w_k |p_d - p_t|_1
     + BCE(confidence, 1 - |p_d - p_t|_1 / 2), w_k = exp(-(k-1)/gamma). logits/target_logits
-    [N, K, C], labels [N, K] class ids, conf [N, K]. Returns (loss, parts dict)."""
+    [N, K, C], labels [N, K] class ids, conf [N, K]. `focus` > 0 reweighs the CE and L1 terms per
+    anchor and row (anchor_weights; ours, not the paper's). Returns (loss, parts dict)."""
     N, K, C = logits.shape
-    ce = F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1))
+    same = logits.argmax(-1) == target_logits.argmax(-1)
+    kept = same.long().cumprod(-1).sum(-1)  # [N] greedy drafts a verify would keep
+    wa = anchor_weights(kept, K, focus) if focus > 0 else torch.ones(N, K)
+    ce_rows = F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1), reduction="none")
+    ce = (ce_rows * wa.reshape(-1)).mean()
     pd = torch.softmax(logits, -1)
     pt = torch.softmax(target_logits, -1)
     l1 = (pd - pt).abs().sum(-1)  # [N, K]
     wk = torch.exp(-torch.arange(K, dtype=torch.float32) / gamma)
-    dist = (l1.mean(0) * wk).sum()
+    dist = ((l1 * wa).mean(0) * wk).sum()
     soft = (1 - 0.5 * l1).detach().clamp(0, 1)
     bce = F.binary_cross_entropy_with_logits(conf, soft)
-    same = logits.argmax(-1) == target_logits.argmax(-1)
     agree = same.float().mean(0)  # per row k
-    kept = same.long().cumprod(-1).sum(-1)  # [N] greedy drafts a verify would keep
     loss = 0.1 * ce + 0.9 * dist + bce
     return loss, {"ce": ce, "l1": l1.mean(0), "bce": bce, "agree": agree, "kept": kept}

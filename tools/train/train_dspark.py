@@ -86,8 +86,8 @@ def cycles(rng, allowed, K, A):
     return torch.from_numpy(np.stack(pick))
 
 
-def step_batch(target, drafter, args, hasher, ids, p, ctx):
-    """(loss, parts) of the draft cycles at p [B, A] over ids [B, T]."""
+def step_batch(target, drafter, args, hasher, ids, p, ctx, focus=0.0):
+    """(loss, parts) of the draft cycles at p [B, A] over ids [B, T]; `focus` as draft_loss's."""
     B, A = p.shape
     K = args.dspark_block_size
     with torch.no_grad():
@@ -101,7 +101,7 @@ def step_batch(target, drafter, args, hasher, ids, p, ctx):
     C = tl.shape[-1]
     t_rows = tl.gather(1, flat.unsqueeze(-1).expand(B, A * K, C)).view(B * A, K, C)
     logits, conf = drafter(target, taps[0], p, prev[..., 0], prev, ctx)
-    loss, parts = draft_loss(logits, conf, t_rows, labels, gamma=float(K))
+    loss, parts = draft_loss(logits, conf, t_rows, labels, gamma=float(K), focus=focus)
     return loss + 1e-4 * sum(ctx.balance), parts
 
 
@@ -151,6 +151,9 @@ def main():
                     help="share of rows from distill_data.py's greedy continuations")
     ap.add_argument("--qat-from", type=float, default=0.5, help="fraction of the run")
     ap.add_argument("--bias-speed", type=float, default=0.01)
+    ap.add_argument("--focus", type=float, default=0.0,
+                    help="share of the loss aimed at the first rejected drafts "
+                    "(torch_dspark.anchor_weights); 0 is the paper's loss")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--save-every", type=int, default=50)
@@ -198,7 +201,7 @@ def main():
             g["lr"] = TR.lr_at(step, f, a.lr, a.warmup)
         ids, allowed = train.get(rng, a.batch, a.seq)
         p = cycles(rng, allowed, args.dspark_block_size, a.anchors)
-        loss, parts = step_batch(target, drafter, args, hasher, ids, p, ctx)
+        loss, parts = step_batch(target, drafter, args, hasher, ids, p, ctx, a.focus)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)

@@ -63,11 +63,11 @@ VocabProduct::VocabProduct(const Linear& w) : rows_(w.out), distinct_(w) {
   Distinct d = find_distinct(w.w, rb, w.out);
   if (d.first.empty()) return;
   of_ = std::move(d.of);
-  first_ = std::move(d.first);
-  const int u = int(first_.size());
+  const int u = int(d.first.size());
   words_.resize(size_t(u) * size_t(w.in));
   for (int i = 0; i < u; ++i)
-    std::memcpy(words_.data() + size_t(i) * size_t(w.in), w.w + size_t(first_[size_t(i)]) * rb, rb);
+    std::memcpy(words_.data() + size_t(i) * size_t(w.in), w.w + size_t(d.first[size_t(i)]) * rb,
+                rb);
   distinct_.out = u;
   distinct_.w = reinterpret_cast<const uint8_t*>(words_.data());
   ld_ = u;

@@ -31,8 +31,6 @@ class VocabProduct {
   void forward_distinct(const Ctx& ctx, const float* x, int m, float* d) const;
   bool classes() const { return !of_.empty(); }
   int distinct_ld() const { return ld_; }
-  // the lowest id of class c: classes are numbered in order of their lowest ids
-  int32_t first_id(int c) const { return first_[size_t(c)]; }
   // the class of an id (only when classes())
   int32_t class_of(int32_t id) const { return of_[size_t(id)]; }
 
@@ -48,9 +46,8 @@ class VocabProduct {
   std::vector<uint16_t> words_;  // the distinct rows' bf16 words (when kept)
   // the distinct rows in pack_bf16_lanes' layout, for tables with bf16_lanes (empty: odd K)
   std::vector<uint32_t> packed_;
-  int ld_ = 0;                  // forward_distinct's row stride: whole groups of 16 when packed
-  std::vector<int32_t> of_;     // [rows] the distinct row (class) of each id (empty: whole)
-  std::vector<int32_t> first_;  // [classes] the lowest id of each
+  int ld_ = 0;               // forward_distinct's row stride: whole groups of 16 when packed
+  std::vector<int32_t> of_;  // [rows] the distinct row (class) of each id (empty: whole)
   // forward() writes the class with the most ids (most_) as runs and the other ids one by one
   int32_t most_ = 0;
   std::vector<int32_t> other_ids_, other_of_;  // ascending ids outside most_, and their classes

@@ -25,6 +25,7 @@ bool SpecPayoff::pays() const {
 
 int SpecPayoff::pause_steps(int lo, int hi) const {
   if (pays() || !(plain_s_ > 0.0)) return lo;
+  if (hopeless()) return hi;
   const double lost = pass_s_ / plain_s_ - pass_tokens_;  // plain steps a pass loses
   return int(std::clamp(std::ceil(10.0 * lost), double(lo), double(hi)));
 }

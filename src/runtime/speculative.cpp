@@ -38,11 +38,10 @@ VerifyPass::VerifyPass(Engine& engine, const SpeculativeOptions& opt) : engine_(
   // last one measured, paused at once when that said passes do not pay (a short generation no
   // longer spends its first passes and a timed plain step learning it again). A test hook's
   // proposer starts afresh.
-  if (own_proposer_) {
-    payoff_ = engine.spec_payoff();
-    if (opt_.payoff_gate && payoff_.judged() && !payoff_.pays())
-      pause_left_ = payoff_.pause_steps(kMinPause, kMaxPause);
-  }
+  if (own_proposer_) payoff_ = engine.spec_payoff();
+  payoff_.set_most(spec_tokens_ + 1);
+  if (own_proposer_ && opt_.payoff_gate && payoff_.judged() && !payoff_.pays())
+    pause_left_ = payoff_.pause_steps(kMinPause, kMaxPause);
 }
 
 VerifyPass::~VerifyPass() {
@@ -51,6 +50,10 @@ VerifyPass::~VerifyPass() {
 
 bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base) {
   if (!opt_.enabled || max_drafts < 1 || active_) return false;
+  if (judge_next_ && pause_left_ == 0) {  // the plain steps after the first pass are timed
+    judge_next_ = false;
+    if (opt_.payoff_gate && !payoff_.pays()) pause();
+  }
   if (pause_left_ > 0) {  // the drafter has not been helping: plain steps for a while
     --pause_left_;
     ++stats_.paused_steps;
@@ -133,8 +136,11 @@ int VerifyPass::finish(SequenceState& st) {
     pause();
   } else if (opt_.payoff_gate && !payoff_.pays()) {
     pause();
-  } else if (opt_.payoff_gate && !payoff_.has_plain() && stats_.passes >= kIdlePasses) {
-    pause_left_ = kMinPause;  // a few plain steps to time one, then judge
+  } else if (opt_.payoff_gate && !payoff_.has_plain()) {
+    // time plain steps after the first pass, and judge before the next: a pass that cannot pay
+    // at any acceptance (SpecPayoff::hopeless, a small model's) then costs no second pass
+    pause_left_ = kTimePlain;
+    judge_next_ = true;
   } else if (used_ > 0) {
     pause_len_ = kMinPause;
   }

@@ -82,7 +82,10 @@ class VerifyPass {
   // Ends the pass: rewinds the rows after the current one; returns how many were dropped.
   int finish(SequenceState& st);
   // The wall time of a plain decode step the caller ran (the payoff gate's other side).
-  void plain_step(double seconds) { payoff_.plain_step(seconds); }
+  void plain_step(double seconds) {
+    payoff_.plain_step(seconds);
+    stats_.plain_tokens_per_s = payoff_.plain_tokens_per_s();
+  }
   const SpecStats& stats() const { return stats_; }
 
  private:
@@ -91,10 +94,12 @@ class VerifyPass {
   int spec_tokens_ = 0;
   bool own_proposer_ = false;  // the DSpark drafter (not a test hook)
   // back-off (finish()): a drafter whose passes keep nothing costs a verify pass per token; a
-  // pass that does not pay (payoff_) pauses too, and the first passes pause briefly once to
-  // time a plain step
+  // pass that does not pay (payoff_) pauses too, and the first pass pauses briefly once to
+  // time plain steps (kTimePlain), judged before the next pass (judge_next_)
   static constexpr int kIdlePasses = 4, kMinPause = 8, kMaxPause = 256, kSeedAhead = 32;
+  static constexpr int kTimePlain = 2;
   int idle_passes_ = 0, pause_left_ = 0, pause_len_ = kMinPause;
+  bool judge_next_ = false;
   void pause();
   SpecPayoff payoff_;
   double pass_seconds_ = 0.0;  // of the active pass: its draft and its forward

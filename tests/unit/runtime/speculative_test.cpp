@@ -262,6 +262,31 @@ TEST(SpecPayoff, PausesInProportionToWhatAPassLoses) {
   EXPECT_EQ(g.pause_steps(8, 256), 256);
 }
 
+// A pass slower than as many plain steps as it could ever emit tokens is judged at once: no
+// acceptance would make it pay, so the gate need not wait for kMinPasses passes to say so.
+TEST(SpecPayoff, APassSlowerThanItsMostTokensIsJudgedAtOnce) {
+  SpecPayoff g;
+  g.set_most(6);             // five drafts and the bonus token
+  g.pass(0.008, 3);          // 8 plain steps' time
+  EXPECT_FALSE(g.judged());  // no plain step timed yet
+  g.plain_step(0.001);
+  EXPECT_TRUE(g.hopeless());
+  EXPECT_TRUE(g.judged());
+  EXPECT_FALSE(g.pays());
+  EXPECT_EQ(g.pause_steps(8, 256), 256);  // probes only watch for the machine changing
+  SpecPayoff h;
+  h.set_most(6);
+  h.pass(0.005, 1);  // 5 plain steps' time: pays if it keeps enough drafts, so not judged yet
+  h.plain_step(0.001);
+  EXPECT_FALSE(h.hopeless());
+  EXPECT_FALSE(h.judged());
+  EXPECT_TRUE(h.pays());
+  SpecPayoff unknown;  // no set_most: judged by the measured tokens only
+  for (int i = 0; i < 3; ++i) unknown.pass(0.1, 1);
+  unknown.plain_step(0.001);
+  EXPECT_FALSE(unknown.judged());
+}
+
 // The engine keeps what the drafter's last generation measured: the next one, gate on, starts
 // paused when passes did not pay (no passes for its first steps), and runs passes when they did.
 TEST(Speculative, GenerationsStartFromTheEnginesMeasuredPayoff) {
@@ -289,8 +314,10 @@ TEST(Speculative, GenerationsStartFromTheEnginesMeasuredPayoff) {
   engine().set_spec_payoff(before);
 }
 
-// A drafter far slower than a plain step (its proposals cost 300 ms) keeps drafts but does not
-// pay: the gate pauses it, and the tokens stay plain decoding's.
+// A drafter far slower than a plain step (its proposals cost 300 ms, more than the six plain
+// steps that a pass of five drafts would have to beat) keeps drafts but cannot pay: the gate
+// stops it after its first pass and the plain steps timed after it, and the tokens stay plain
+// decoding's.
 TEST(Speculative, PayoffGatePausesADrafterThatDoesNotPay) {
   const std::vector<int32_t> p = prompt_ids(60, 3);
   Generator plain(engine());
@@ -306,7 +333,8 @@ TEST(Speculative, PayoffGatePausesADrafterThatDoesNotPay) {
   };
   const GenerationResult r = expect_same(p, o);
   EXPECT_GT(r.speculative.accepted, 0);
-  EXPECT_GT(r.speculative.paused_steps, 8);  // more than the probe that times a plain step
+  EXPECT_EQ(r.speculative.passes, 1);
+  EXPECT_GT(r.speculative.paused_steps, 8);  // more than the probe that times plain steps
   EXPECT_GT(r.speculative.plain_tokens_per_s, r.speculative.pass_tokens_per_s);
 }
 

@@ -180,7 +180,7 @@ def draft_loss(logits, conf, target_logits, labels, gamma, focus=0.0):
     N, K, C = logits.shape
     same = logits.argmax(-1) == target_logits.argmax(-1)
     kept = same.long().cumprod(-1).sum(-1)  # [N] greedy drafts a verify would keep
-    wa = anchor_weights(kept, K, focus) if focus > 0 else torch.ones(N, K)
+    wa = anchor_weights(kept, K, focus)  # all ones at focus 0
     ce_rows = F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1), reduction="none")
     ce = (ce_rows * wa.reshape(-1)).mean()
     pd = torch.softmax(logits, -1)

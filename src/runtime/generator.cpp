@@ -248,9 +248,9 @@ void Generator::next_logits(int32_t id, int64_t left, VerifyPass& look,
     logits->assign(look.logits(), look.logits() + V);
     return;
   }
-  const auto t0 = Clock::now();
+  const double t0 = look.now();
   forward(&id, 1, true, true, opt, logits, {}, look.seeding());
-  look.plain_step(std::chrono::duration<double>(Clock::now() - t0).count());
+  look.plain_step(look.now() - t0);
   ++res->decode_steps;
 }
 

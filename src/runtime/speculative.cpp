@@ -48,6 +48,11 @@ VerifyPass::~VerifyPass() {
   if (opt_.enabled && own_proposer_ && payoff_.judged()) engine_.set_spec_payoff(payoff_);
 }
 
+double VerifyPass::now() const {
+  if (opt_.clock) return opt_.clock();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base) {
   if (!opt_.enabled || max_drafts < 1 || active_) return false;
   if (judge_next_ && pause_left_ == 0) {  // the plain steps after the first pass are timed
@@ -64,7 +69,7 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
   if (own_proposer_ && (st.dspark_to != st.n_tokens || st.dspark_from >= st.dspark_to))
     return false;
   const int max = std::min(max_drafts, spec_tokens_);
-  const auto t0 = std::chrono::steady_clock::now();
+  const double t0 = now();
   std::vector<int32_t> drafts;
   if (own_proposer_) {
     // verify the drafts up to the first whose confidence is below the bar: decided from the
@@ -92,7 +97,7 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
   base.keep_undo = true;
   p0_ = st.n_tokens;
   engine_.forward(st, rows_.data(), n, p0_, base, logits_.data());
-  pass_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  pass_seconds_ = now() - t0;
   active_ = true;
   used_ = 0;
   return true;

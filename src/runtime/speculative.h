@@ -32,6 +32,10 @@ struct SpeculativeOptions {
   // Test hook: up to `max` tokens after the state's last position given the anchor (the token
   // for the next position), instead of the engine's DSpark draft.
   std::function<std::vector<int32_t>(const SequenceState& st, int32_t anchor, int max)> proposer;
+  // Test hook: seconds on the clock the payoff gate times passes and plain steps with, instead
+  // of the steady clock (a test of the gate's decisions then does not depend on how loaded the
+  // machine is).
+  std::function<double()> clock;
 };
 
 // Counters of the verify passes of a generation.
@@ -81,7 +85,10 @@ class VerifyPass {
   bool advance(int32_t t);
   // Ends the pass: rewinds the rows after the current one; returns how many were dropped.
   int finish(SequenceState& st);
-  // The wall time of a plain decode step the caller ran (the payoff gate's other side).
+  // Seconds on the payoff gate's clock (the steady clock, or the options' test hook).
+  double now() const;
+  // The wall time of a plain decode step the caller ran (the payoff gate's other side), read
+  // with now().
   void plain_step(double seconds) {
     payoff_.plain_step(seconds);
     stats_.plain_tokens_per_s = payoff_.plain_tokens_per_s();

@@ -10,12 +10,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "runtime/generator.h"
@@ -317,7 +315,9 @@ TEST(Speculative, GenerationsStartFromTheEnginesMeasuredPayoff) {
 // A drafter far slower than a plain step (its proposals cost 300 ms, more than the six plain
 // steps that a pass of five drafts would have to beat) keeps drafts but cannot pay: the gate
 // stops it after its first pass and the plain steps timed after it, and the tokens stay plain
-// decoding's.
+// decoding's. The gate reads a test clock on which every reading advances 0.5 ms and a proposal
+// 300 ms: with the steady clock, a plain step slowed past 50 ms by a loaded machine (the suite
+// runs two tests at once on two cores) made a second pass (CI, stop 43).
 TEST(Speculative, PayoffGatePausesADrafterThatDoesNotPay) {
   const std::vector<int32_t> p = prompt_ids(60, 3);
   Generator plain(engine());
@@ -325,16 +325,19 @@ TEST(Speculative, PayoffGatePausesADrafterThatDoesNotPay) {
   oracle->truth = plain.generate(p, greedy(60)).tokens;
   oracle->prompt = p.size();
   oracle->pass = 5;  // error-free passes first
+  auto t = std::make_shared<double>(0.0);
   GenerationOptions o = greedy(60);
   o.speculative.payoff_gate = true;
-  o.speculative.proposer = [oracle](const SequenceState& st, int32_t a, int max) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  o.speculative.clock = [t] { return *t += 0.0005; };
+  o.speculative.proposer = [oracle, t](const SequenceState& st, int32_t a, int max) {
+    *t += 0.3;
     return (*oracle)(st, a, max);
   };
   const GenerationResult r = expect_same(p, o);
   EXPECT_GT(r.speculative.accepted, 0);
   EXPECT_EQ(r.speculative.passes, 1);
   EXPECT_GT(r.speculative.paused_steps, 8);  // more than the probe that times plain steps
+  EXPECT_NEAR(r.speculative.plain_tokens_per_s, 2000.0, 1e-6);  // the test clock's
   EXPECT_GT(r.speculative.plain_tokens_per_s, r.speculative.pass_tokens_per_s);
 }
 

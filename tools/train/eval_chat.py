@@ -13,12 +13,16 @@ Held-out conversations use templates and values the trainer never saw (synth.py 
 
 import argparse
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from synth import TOOL_KINDS  # noqa: E402
 
 
 def free_port():
@@ -53,7 +57,7 @@ def numbers(text):
 def score(kind, got, want):
     """(hit, extra): hit for the kind's main measure; extra for tool calls (argument copy)."""
     msg = got["choices"][0]["message"]
-    if kind in ("tool_call", "tool_copy"):
+    if kind in TOOL_KINDS:
         calls = msg.get("tool_calls") or []
         exp = want["tool_calls"][0]["function"]
         if not calls:
@@ -111,7 +115,7 @@ def main():
                 hits += bool(h)
                 extra += bool(x)
             r = {"n": len(cs), "accuracy": round(hits / len(cs), 3)}
-            if kind in ("tool_call", "tool_copy"):
+            if kind in TOOL_KINDS:
                 r["tool_accuracy"] = r.pop("accuracy")
                 r["argument_accuracy"] = round(extra / len(cs), 3)
             result[kind] = r

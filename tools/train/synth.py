@@ -433,6 +433,7 @@ def repeat(pick, thinking):
 KINDS = [("greeting", greeting, 1), ("fact", fact, 1), ("arithmetic", arithmetic, 3),
          ("json", json_answer, 2), ("tool_call", tool_call, 4), ("tool_copy", tool_copy, 3),
          ("repeat", repeat, 2)]
+TOOL_KINDS = ("tool_call", "tool_copy")  # the kinds whose answer is a tool call
 
 
 def generate(count, seed):
@@ -468,7 +469,7 @@ def check(cedar, samples):
         splits[s["split"]] += 1
         text = render(cedar, s["request"])
         assert text.endswith("<｜end▁of▁sentence｜>"), text[-200:]
-        if s["kind"] not in ("tool_call", "tool_copy"):
+        if s["kind"] not in TOOL_KINDS:
             continue
         msgs = s["request"]["messages"]
         call = msgs[1]["tool_calls"][0]["function"]

@@ -38,3 +38,11 @@ fi
 if [ ! -d tests/server/node_modules/openai ] || [ ! -d tests/server/node_modules/@anthropic-ai/sdk ]; then
   (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The agent clients the agent tests run (pinned by the lock file; about 700 MB to download),
+# reinstalled when the lock file changes. `npm install` rather than `npm ci`: the lock lacks the
+# optional packages of other platforms that the registry does not hold (Qwen Code's clipboard
+# addon), which `npm ci` refuses; `npm install` installs the locked tree and leaves the lock as is.
+if ! cmp -s tests/agents/package-lock.json tests/agents/node_modules/.cedar-installed-lock; then
+  (cd tests/agents && npm install --no-audit --no-fund --loglevel=error &&
+   cp package-lock.json node_modules/.cedar-installed-lock)
+fi

@@ -38,8 +38,90 @@ ojson image_part(const ojson& b, const std::string& where) {
   return {{"type", "image_url"}, {"image_url", {{"url", url}}}};
 }
 
-// tool_result content: string or text / image blocks -> OpenAI tool message content.
-ojson tool_result_content(const ojson& b, const std::string& where) {
+// Text blocks (or a string) joined by "\n\n": a system prompt or a content source.
+std::string joined_text(const ojson& v, const std::string& where) {
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array())
+    throw ApiError(400, where + " must be a string or an array of text blocks", where);
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const ojson& b = v[i];
+    const std::string w = idx(where, i);
+    if (!b.is_object() || b.value("type", "") != "text")
+      throw ApiError(400, w + " must be a text block", w);
+    if (i) s += "\n\n";
+    s += str_field(b, "text", w);
+  }
+  return s;
+}
+
+void warn_citations(const ojson& b, const Warn& warn) {
+  const auto c = b.find("citations");
+  if (c != b.end() && c->is_object() && c->value("enabled", false))
+    warn_once(warn, "messages:citations",
+              "citations.enabled is not honoured: answers carry no citations");
+}
+
+// A document block as text: its title and context, then the text of a "text" or "content"
+// source. PDFs, URLs and files are refused by name: this server extracts no PDF text and fetches
+// nothing.
+std::string document_text(const ojson& b, const std::string& where, const Warn& warn) {
+  const auto it = b.find("source");
+  if (it == b.end() || !it->is_object())
+    throw ApiError(400, where + ".source: Field required", where + ".source");
+  const std::string type = it->value("type", "");
+  std::string body;
+  if (type == "text") {
+    body = str_field(*it, "data", where + ".source");
+  } else if (type == "content") {
+    const auto c = it->find("content");
+    if (c == it->end())
+      throw ApiError(400, where + ".source.content: Field required", where + ".source.content");
+    body = joined_text(*c, where + ".source.content");
+  } else {
+    const std::string media = it->value("media_type", "");
+    throw ApiError(400,
+                   where + ": a document with a " + (type.empty() ? "missing" : type) + " source" +
+                       (media.empty() ? "" : " (" + media + ")") +
+                       " is not supported; send its text as a \"text\" source (this server does "
+                       "not extract PDF text or fetch documents)",
+                   where + ".source.type");
+  }
+  warn_citations(b, warn);
+  std::string s;
+  if (const auto t = b.find("title");
+      t != b.end() && t->is_string() && !t->get_ref<const std::string&>().empty())
+    s += "Document: " + t->get<std::string>() + "\n\n";
+  if (const auto c = b.find("context");
+      c != b.end() && c->is_string() && !c->get_ref<const std::string&>().empty())
+    s += c->get<std::string>() + "\n\n";
+  return s + body;
+}
+
+// A search_result block as text: its title and source, then its text blocks.
+std::string search_result_text(const ojson& b, const std::string& where, const Warn& warn) {
+  const std::string& title = str_field(b, "title", where);
+  const std::string& source = str_field(b, "source", where);
+  const auto c = b.find("content");
+  if (c == b.end()) throw ApiError(400, where + ".content: Field required", where + ".content");
+  warn_citations(b, warn);
+  return "Search result: " + title + "\nSource: " + source + "\n\n" +
+         joined_text(*c, where + ".content");
+}
+
+// A block of user content or of a tool result -> an OpenAI content part, or null for a block the
+// caller handles itself (tool_result).
+ojson user_part(const ojson& b, const std::string& where, const Warn& warn) {
+  const std::string& t = str_field(b, "type", where);
+  if (t == "text") return {{"type", "text"}, {"text", str_field(b, "text", where)}};
+  if (t == "image") return image_part(b, where);
+  if (t == "document") return {{"type", "text"}, {"text", document_text(b, where, warn)}};
+  if (t == "search_result") return {{"type", "text"}, {"text", search_result_text(b, where, warn)}};
+  return ojson();
+}
+
+// tool_result content: string or blocks -> OpenAI tool message content.
+ojson tool_result_content(const ojson& b, const std::string& where, const Warn& warn) {
   const auto it = b.find("content");
   if (it == b.end() || it->is_null()) return "";
   if (it->is_string()) return *it;
@@ -51,18 +133,18 @@ ojson tool_result_content(const ojson& b, const std::string& where) {
     const ojson& p = (*it)[i];
     const std::string w = idx(where + ".content", i);
     if (!p.is_object()) throw ApiError(400, w + " must be an object", w);
-    const std::string t = p.value("type", "");
-    if (t == "text")
-      parts.push_back({{"type", "text"}, {"text", str_field(p, "text", w)}});
-    else if (t == "image")
-      parts.push_back(image_part(p, w));
-    else
-      throw ApiError(400, w + ".type \"" + t + "\" is not supported in a tool_result", w + ".type");
+    ojson part = user_part(p, w, warn);
+    if (part.is_null())
+      throw ApiError(
+          400,
+          w + ".type \"" + p["type"].get<std::string>() + "\" is not supported in a tool_result",
+          w + ".type");
+    parts.push_back(std::move(part));
   }
   return parts;
 }
 
-ojson convert_tools(const ojson& tools) {
+ojson convert_tools(const ojson& tools, const Warn& warn) {
   if (!tools.is_array()) throw ApiError(400, "tools must be an array", "tools");
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -75,6 +157,10 @@ ojson convert_tools(const ojson& tools) {
                          "\": server tools are not supported; define the tool with name, "
                          "description and input_schema",
                      w + ".type");
+    if (t.value("defer_loading", false))
+      warn_once(warn, "messages:tools.defer_loading",
+                "tools[].defer_loading is not honoured: deferred tools are shown to the model "
+                "with the others");
     ojson f = ojson::object();
     f["name"] = str_field(t, "name", w);
     if (t.contains("description")) f["description"] = t["description"];
@@ -85,9 +171,13 @@ ojson convert_tools(const ojson& tools) {
   return out;
 }
 
-ojson convert_tool_choice(const ojson& tc) {
+ojson convert_tool_choice(const ojson& tc, const Warn& warn) {
   if (!tc.is_object() || !tc.contains("type") || !tc["type"].is_string())
     throw ApiError(400, "tool_choice must be an object with a string \"type\"", "tool_choice");
+  if (tc.value("disable_parallel_tool_use", false))
+    warn_once(warn, "messages:tool_choice.disable_parallel_tool_use",
+              "tool_choice.disable_parallel_tool_use is not honoured: an answer may hold several "
+              "tool calls");
   const std::string t = tc["type"].get<std::string>();
   if (t == "auto") return "auto";
   if (t == "any") return "required";
@@ -98,9 +188,112 @@ ojson convert_tool_choice(const ojson& tc) {
                  "tool_choice.type");
 }
 
+// thinking and output_config (effort, format) -> thinking, reasoning_effort, response_format.
+void convert_output_settings(const ojson& body, ojson* chat, const Warn& warn) {
+  // Thinking: explicit `thinking` wins over output_config.effort.
+  if (const auto it = body.find("thinking"); it != body.end() && !it->is_null()) {
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
+      throw ApiError(400, "thinking must be an object {\"type\": \"enabled\" | \"disabled\"}",
+                     "thinking");
+    (*chat)["thinking"] = {{"type", (*it)["type"]}};
+    if (it->contains("budget_tokens"))
+      warn_once(warn, "messages:thinking.budget_tokens",
+                "thinking.budget_tokens is not enforced: the reasoning's length follows the "
+                "effort (output_config.effort) and max_tokens");
+    if (const auto d = it->find("display"); d != it->end() && d->is_string() && *d != "summarized")
+      warn_once(warn, "messages:thinking.display",
+                "thinking.display \"" + d->get<std::string>() +
+                    "\" is not honoured: thinking blocks carry the reasoning text");
+  }
+  const auto oc = body.find("output_config");
+  if (oc == body.end() || !oc->is_object()) return;
+  if (const auto e = oc->find("effort"); e != oc->end() && !e->is_null())
+    (*chat)["reasoning_effort"] = *e;
+  if (const auto f = oc->find("format"); f != oc->end() && !f->is_null()) {
+    if (!f->is_object() || f->value("type", "") != "json_schema" || !f->contains("schema"))
+      throw ApiError(400,
+                     "output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}",
+                     "output_config.format");
+    (*chat)["response_format"] = {
+        {"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", (*f)["schema"]}}}};
+  }
+}
+
+// A user message: tool_result blocks become tool messages (they answer the previous assistant
+// turn), the other blocks one user message after them.
+void convert_user(const ojson& content, const std::string& w, ojson* msgs, const Warn& warn) {
+  if (content.is_string()) {
+    msgs->push_back({{"role", "user"}, {"content", content}});
+    return;
+  }
+  ojson parts = ojson::array();
+  for (size_t j = 0; j < content.size(); ++j) {
+    const ojson& b = content[j];
+    const std::string wb = idx(w + ".content", j);
+    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+      throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
+    const std::string t = b["type"].get<std::string>();
+    if (t == "tool_result") {
+      msgs->push_back({{"role", "tool"},
+                       {"tool_call_id", str_field(b, "tool_use_id", wb)},
+                       {"content", tool_result_content(b, wb, warn)}});
+      continue;
+    }
+    ojson part = user_part(b, wb, warn);
+    if (part.is_null())
+      throw ApiError(400, wb + ".type \"" + t + "\" is not supported in a user message",
+                     wb + ".type");
+    parts.push_back(std::move(part));
+  }
+  if (!parts.empty()) msgs->push_back({{"role", "user"}, {"content", std::move(parts)}});
+}
+
+// An assistant message; the last one, without tool calls, is continued (Anthropic prefill).
+ojson convert_assistant(const ojson& content, const std::string& w, bool last) {
+  ojson a = {{"role", "assistant"}};
+  std::string text, reasoning;
+  bool has_reasoning = false;
+  ojson calls = ojson::array();
+  if (content.is_string()) {
+    text = content.get<std::string>();
+  } else {
+    for (size_t j = 0; j < content.size(); ++j) {
+      const ojson& b = content[j];
+      const std::string wb = idx(w + ".content", j);
+      if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
+        throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
+      const std::string t = b["type"].get<std::string>();
+      if (t == "text") {
+        text += str_field(b, "text", wb);
+      } else if (t == "thinking") {
+        if (has_reasoning) reasoning += "\n\n";
+        reasoning += str_field(b, "thinking", wb);
+        has_reasoning = true;
+      } else if (t == "redacted_thinking") {
+        // opaque to us: nothing to render
+      } else if (t == "tool_use") {
+        const ojson input = b.contains("input") ? b["input"] : ojson::object();
+        if (!input.is_object()) throw ApiError(400, wb + ".input must be an object", wb + ".input");
+        calls.push_back(
+            {{"id", str_field(b, "id", wb)},
+             {"type", "function"},
+             {"function", {{"name", str_field(b, "name", wb)}, {"arguments", json_text(input)}}}});
+      } else {
+        throw ApiError(400, wb + ".type \"" + t + "\" is not supported in an assistant message",
+                       wb + ".type");
+      }
+    }
+  }
+  a["content"] = text;
+  if (has_reasoning) a["reasoning_content"] = reasoning;
+  if (!calls.empty()) a["tool_calls"] = std::move(calls);
+  if (last && calls.empty()) a["prefix"] = true;
+  return a;
+}
+
 }  // namespace
 
-ojson anthropic_to_chat(const ojson& body) {
+ojson anthropic_to_chat(const ojson& body, const Warn& warn) {
   if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
   ojson chat = ojson::object();
   chat["model"] = body.contains("model") ? body["model"] : ojson();
@@ -111,38 +304,11 @@ ojson anthropic_to_chat(const ojson& body) {
   for (const char* k : {"temperature", "top_p", "top_k", "stream", kTestOutputField})
     if (body.contains(k)) chat[k] = body[k];
   if (body.contains("stop_sequences")) chat["stop"] = body["stop_sequences"];
-
-  // Thinking: explicit `thinking` wins over output_config.effort.
-  if (const auto it = body.find("thinking"); it != body.end() && !it->is_null()) {
-    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
-      throw ApiError(400, "thinking must be an object {\"type\": \"enabled\" | \"disabled\"}",
-                     "thinking");
-    chat["thinking"] = {{"type", (*it)["type"]}};
-  }
-  if (const auto it = body.find("output_config"); it != body.end() && it->is_object()) {
-    if (const auto e = it->find("effort"); e != it->end() && !e->is_null())
-      chat["reasoning_effort"] = *e;
-  }
+  convert_output_settings(body, &chat, warn);
 
   ojson msgs = ojson::array();
-  if (const auto it = body.find("system"); it != body.end() && !it->is_null()) {
-    std::string sys;
-    if (it->is_string()) {
-      sys = it->get<std::string>();
-    } else if (it->is_array()) {
-      for (size_t i = 0; i < it->size(); ++i) {
-        const ojson& b = (*it)[i];
-        const std::string w = idx("system", i);
-        if (!b.is_object() || b.value("type", "") != "text")
-          throw ApiError(400, w + " must be a text block", w);
-        if (!sys.empty()) sys += "\n\n";
-        sys += str_field(b, "text", w);
-      }
-    } else {
-      throw ApiError(400, "system must be a string or an array of text blocks", "system");
-    }
-    msgs.push_back({{"role", "system"}, {"content", sys}});
-  }
+  if (const auto it = body.find("system"); it != body.end() && !it->is_null())
+    msgs.push_back({{"role", "system"}, {"content", joined_text(*it, "system")}});
 
   const auto mit = body.find("messages");
   if (mit == body.end() || !mit->is_array() || mit->empty())
@@ -154,94 +320,26 @@ ojson anthropic_to_chat(const ojson& body) {
     if (!m.is_object()) throw ApiError(400, w + " must be an object", w);
     const std::string role =
         m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : std::string();
-    if (role != "user" && role != "assistant")
-      throw ApiError(400, w + ".role must be \"user\" or \"assistant\"", w + ".role");
+    if (role != "user" && role != "assistant" && role != "system")
+      throw ApiError(400, w + ".role must be \"user\", \"assistant\" or \"system\"", w + ".role");
     const auto cit = m.find("content");
     if (cit == m.end() || !(cit->is_string() || cit->is_array()))
       throw ApiError(400, w + ".content must be a string or an array of content blocks",
                      w + ".content");
-    const bool last = i + 1 == in.size();
-    if (role == "user") {
-      if (cit->is_string()) {
-        msgs.push_back({{"role", "user"}, {"content", *cit}});
-        continue;
-      }
-      // tool_result blocks become tool messages (they answer the previous assistant turn),
-      // the other blocks one user message after them.
-      ojson parts = ojson::array();
-      for (size_t j = 0; j < cit->size(); ++j) {
-        const ojson& b = (*cit)[j];
-        const std::string wb = idx(w + ".content", j);
-        if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
-          throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
-        const std::string t = b["type"].get<std::string>();
-        if (t == "text") {
-          parts.push_back({{"type", "text"}, {"text", str_field(b, "text", wb)}});
-        } else if (t == "image") {
-          parts.push_back(image_part(b, wb));
-        } else if (t == "tool_result") {
-          msgs.push_back({{"role", "tool"},
-                          {"tool_call_id", str_field(b, "tool_use_id", wb)},
-                          {"content", tool_result_content(b, wb)}});
-        } else {
-          throw ApiError(400, wb + ".type \"" + t + "\" is not supported in a user message",
-                         wb + ".type");
-        }
-      }
-      if (!parts.empty()) msgs.push_back({{"role", "user"}, {"content", std::move(parts)}});
-      continue;
-    }
-    // assistant
-    ojson a = {{"role", "assistant"}};
-    std::string text, reasoning;
-    bool has_reasoning = false;
-    ojson calls = ojson::array();
-    if (cit->is_string()) {
-      text = cit->get<std::string>();
-    } else {
-      for (size_t j = 0; j < cit->size(); ++j) {
-        const ojson& b = (*cit)[j];
-        const std::string wb = idx(w + ".content", j);
-        if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
-          throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
-        const std::string t = b["type"].get<std::string>();
-        if (t == "text") {
-          text += str_field(b, "text", wb);
-        } else if (t == "thinking") {
-          if (has_reasoning) reasoning += "\n\n";
-          reasoning += str_field(b, "thinking", wb);
-          has_reasoning = true;
-        } else if (t == "redacted_thinking") {
-          // opaque to us: nothing to render
-        } else if (t == "tool_use") {
-          const ojson input = b.contains("input") ? b["input"] : ojson::object();
-          if (!input.is_object())
-            throw ApiError(400, wb + ".input must be an object", wb + ".input");
-          calls.push_back(
-              {{"id", str_field(b, "id", wb)},
-               {"type", "function"},
-               {"function",
-                {{"name", str_field(b, "name", wb)}, {"arguments", json_text(input)}}}});
-        } else {
-          throw ApiError(400, wb + ".type \"" + t + "\" is not supported in an assistant message",
-                         wb + ".type");
-        }
-      }
-    }
-    a["content"] = text;
-    if (has_reasoning) a["reasoning_content"] = reasoning;
-    if (!calls.empty()) a["tool_calls"] = std::move(calls);
-    // A trailing assistant message is Anthropic's prefill: the answer continues it.
-    if (last && calls.empty()) a["prefix"] = true;
-    msgs.push_back(std::move(a));
+    if (role == "system")  // rendered where it stands, as a system turn of the conversation
+      msgs.push_back({{"role", "system"}, {"content", joined_text(*cit, w + ".content")}});
+    else if (role == "user")
+      convert_user(*cit, w, &msgs, warn);
+    else
+      msgs.push_back(convert_assistant(*cit, w, i + 1 == in.size()));
   }
   chat["messages"] = std::move(msgs);
   if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-    ojson tools = convert_tools(*it);
+    ojson tools = convert_tools(*it, warn);
     if (!tools.empty()) chat["tools"] = std::move(tools);
   }
   if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-    ojson tc = convert_tool_choice(*it);
+    ojson tc = convert_tool_choice(*it, warn);
     // tool_choice without tools: "none"/"auto" are harmless; forced ones fail in the text layer.
     if (chat.contains("tools") || !tc.is_string()) chat["tool_choice"] = std::move(tc);
   }

@@ -1,21 +1,23 @@
 // Anthropic Messages API (v41-interface.md §5.5): request conversion to a Chat Completions body
-// (system, text / image / thinking / tool_use / tool_result blocks, thinking, output_config.effort,
-// tools, tool_choice, stop_sequences; a trailing assistant message is continued, as Anthropic
-// prefill works), the message body, and the stream events message_start, content_block_start
-// (thinking / text / tool_use), ping, content_block_delta (thinking_delta, text_delta,
-// input_json_delta, signature_delta before a thinking block closes), content_block_stop,
-// message_delta, message_stop.
+// (system, system turns among the messages, text / image / document / search_result / thinking /
+// tool_use / tool_result blocks, thinking, output_config.effort and .format, tools, tool_choice,
+// stop_sequences; a trailing assistant message is continued, as Anthropic prefill works), the
+// message body, and the stream events message_start, content_block_start (thinking / text /
+// tool_use), ping, content_block_delta (thinking_delta, text_delta, input_json_delta,
+// signature_delta before a thinking block closes), content_block_stop, message_delta, message_stop.
 #pragma once
 
 #include <string>
 
 #include "server/api_common.h"
+#include "server/field_warnings.h"
 
 namespace cedar::server {
 
 // Anthropic body -> Chat Completions body for prepare_chat (stop_sequences -> stop, ...).
-// Throws ApiError 400 naming the field.
-ojson anthropic_to_chat(const ojson& body);
+// Throws ApiError 400 naming the field; fields that cannot be honoured are passed to `warn`
+// (once per process each).
+ojson anthropic_to_chat(const ojson& body, const Warn& warn = {});
 
 class AnthropicFormat : public StreamFormat {
  public:

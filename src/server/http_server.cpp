@@ -8,6 +8,7 @@
 
 #include "base/json_limits.h"
 #include "server/anthropic_api.h"
+#include "server/field_warnings.h"
 #include "server/openai_api.h"
 #include "server/request_aliases.h"
 #include "server/responses_api.h"
@@ -359,7 +360,7 @@ PreparedRequest prepare(const ApiContext& ctx, ApiEndpoint ep, const ojson& body
   switch (ep) {
     case ApiEndpoint::kChat: {
       const std::string id = new_id("chatcmpl-");
-      warn_ignored_fields(body, warn);
+      warn_ignored_fields(body, RequestApi::kChat, warn);
       p = prepare_chat(ctx, apply_chat_aliases(body), id, "call_" + id.substr(9) + "_");
       st.fmt = std::make_unique<ChatCompletionFormat>(
           p.id, p.model, p.created, p.spec.setup.parser.start == text::GenerationStart::kReasoning,
@@ -373,13 +374,16 @@ PreparedRequest prepare(const ApiContext& ctx, ApiEndpoint ep, const ojson& body
       break;
     case ApiEndpoint::kResponses: {
       const std::string id = new_id("resp_");
-      p = prepare_chat(ctx, responses_to_chat(body), id, "call_" + id.substr(5) + "_");
-      st.fmt = std::make_unique<ResponsesFormat>(p.id, p.model, p.created, body);
+      warn_ignored_fields(body, RequestApi::kResponses, warn);
+      const ResponsesRequest r = responses_to_chat(body, warn);
+      p = prepare_chat(ctx, r.chat, id, "call_" + id.substr(5) + "_");
+      st.fmt = std::make_unique<ResponsesFormat>(p.id, p.model, p.created, body, r);
       break;
     }
     case ApiEndpoint::kAnthropic: {
       const std::string id = new_id("msg_");
-      p = prepare_chat(ctx, anthropic_to_chat(body), id, "toolu_" + id.substr(4) + "_");
+      warn_ignored_fields(body, RequestApi::kAnthropic, warn);
+      p = prepare_chat(ctx, anthropic_to_chat(body, warn), id, "toolu_" + id.substr(4) + "_");
       st.fmt = std::make_unique<AnthropicFormat>(p.id, p.model);
       break;
     }

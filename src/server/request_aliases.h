@@ -1,10 +1,8 @@
 // What other OpenAI-compatible servers accept for the same request, rewritten to the spelling the
-// V4.1 request parser knows, and a once-per-process warning for the fields cedar ignores, so that
-// a client written for vLLM or the OpenAI API works unchanged and a silently ignored setting is
-// at least visible in the server log.
+// V4.1 request parser knows, so that a client written for vLLM or the OpenAI API works unchanged
+// (the fields cedar ignores are warned about by server/field_warnings.h).
 #pragma once
 
-#include <functional>
 #include <string>
 
 #include "text/dsml.h"
@@ -21,11 +19,5 @@ using text::ojson;
 //    {"type": "enabled" | "disabled"}, {"reasoning_effort": X} -> reasoning_effort, unless the
 //    body sets those itself.
 ojson apply_chat_aliases(const ojson& body);
-
-// Calls warn once per process and field name for every top-level field of a Chat Completions body
-// that cedar does not use (logit_bias, prediction, audio, ...) and every chat_template_kwargs key
-// it does not map. Fields that only identify or label the request (user, metadata, store, ...)
-// are ignored without a warning.
-void warn_ignored_fields(const ojson& body, const std::function<void(const std::string&)>& warn);
 
 }  // namespace cedar::server

@@ -1,211 +1,9 @@
 #include "server/responses_api.h"
 
+#include "base/json_limits.h"
 #include "server/sse.h"
 
 namespace cedar::server {
-
-namespace {
-
-std::string idx(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
-
-// Message content (string or parts) -> Chat content (string or parts).
-ojson convert_content(const ojson& c, const std::string& where, bool assistant) {
-  if (c.is_string()) return c;
-  if (!c.is_array())
-    throw ApiError(400, where + " must be a string or an array of content parts", where);
-  ojson parts = ojson::array();
-  std::string text;
-  for (size_t i = 0; i < c.size(); ++i) {
-    const ojson& p = c[i];
-    const std::string w = idx(where, i);
-    if (!p.is_object() || !p.contains("type") || !p["type"].is_string())
-      throw ApiError(400, w + " must be an object with a string \"type\"", w);
-    const std::string t = p["type"].get<std::string>();
-    if (t == "input_text" || t == "output_text" || t == "text" || t == "refusal") {
-      const char* key = t == "refusal" ? "refusal" : "text";
-      if (!p.contains(key) || !p[key].is_string())
-        throw ApiError(400, w + "." + key + " must be a string", w + "." + key);
-      if (assistant)
-        text += p[key].get<std::string>();
-      else
-        parts.push_back({{"type", "text"}, {"text", p[key]}});
-    } else if (t == "input_image" && !assistant) {
-      if (!p.contains("image_url") || !p["image_url"].is_string())
-        throw ApiError(400, w + ".image_url must be a string (file_id is not supported)",
-                       w + ".image_url");
-      parts.push_back({{"type", "image_url"}, {"image_url", {{"url", p["image_url"]}}}});
-    } else {
-      throw ApiError(400, w + ".type \"" + t + "\" is not supported", w + ".type");
-    }
-  }
-  if (assistant) return text;
-  return parts;
-}
-
-std::string reasoning_text(const ojson& item) {
-  std::string s;
-  for (const char* key : {"content", "summary"}) {
-    if (!item.contains(key) || !item[key].is_array()) continue;
-    for (const auto& p : item[key])
-      if (p.is_object() && p.contains("text") && p["text"].is_string()) {
-        if (!s.empty()) s += "\n\n";
-        s += p["text"].get<std::string>();
-      }
-    if (!s.empty()) break;  // prefer the full reasoning text over the summary
-  }
-  return s;
-}
-
-}  // namespace
-
-ojson responses_to_chat(const ojson& body) {
-  if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
-  if (body.contains("previous_response_id") && !body["previous_response_id"].is_null())
-    throw ApiError(400,
-                   "previous_response_id is not supported: this server stores no responses; send "
-                   "the whole conversation in input",
-                   "previous_response_id");
-  ojson chat = ojson::object();
-  chat["model"] = body.contains("model") ? body["model"] : ojson();
-  for (const char* k : {"temperature", "top_p", "stream", kTestOutputField})
-    if (body.contains(k)) chat[k] = body[k];
-  if (body.contains("max_output_tokens")) chat["max_tokens"] = body["max_output_tokens"];
-  if (const auto it = body.find("reasoning"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) throw ApiError(400, "reasoning must be an object", "reasoning");
-    if (const auto e = it->find("effort"); e != it->end() && !e->is_null())
-      chat["reasoning_effort"] = *e;  // "none" turns thinking off
-  }
-  if (const auto it = body.find("text"); it != body.end() && it->is_object()) {
-    if (const auto f = it->find("format"); f != it->end() && f->is_object()) {
-      const std::string t = f->value("type", "");
-      if (t == "json_object") {
-        chat["response_format"] = {{"type", "json_object"}};
-      } else if (t == "json_schema") {
-        ojson js = *f;
-        js.erase("type");
-        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
-      } else if (t != "text") {
-        throw ApiError(400, "text.format.type must be \"text\", \"json_object\" or \"json_schema\"",
-                       "text.format.type");
-      }
-    }
-  }
-
-  ojson msgs = ojson::array();
-  if (const auto it = body.find("instructions"); it != body.end() && !it->is_null()) {
-    if (!it->is_string()) throw ApiError(400, "instructions must be a string", "instructions");
-    msgs.push_back({{"role", "system"}, {"content", *it}});
-  }
-  const auto iit = body.find("input");
-  if (iit == body.end() || iit->is_null())
-    throw ApiError(400, "input is required: a string or an array of items", "input");
-  if (iit->is_string()) {
-    msgs.push_back({{"role", "user"}, {"content", *iit}});
-  } else if (iit->is_array()) {
-    std::string pending_reasoning;
-    bool have_reasoning = false;
-    bool assistant_open = false;  // the last message is an assistant turn calls can join
-    for (size_t i = 0; i < iit->size(); ++i) {
-      const ojson& item = (*iit)[i];
-      const std::string w = idx("input", i);
-      if (!item.is_object()) throw ApiError(400, w + " must be an object", w);
-      const std::string type = item.contains("type") && item["type"].is_string()
-                                   ? item["type"].get<std::string>()
-                                   : (item.contains("role") ? "message" : "");
-      if (type == "message") {
-        std::string role = item.contains("role") && item["role"].is_string()
-                               ? item["role"].get<std::string>()
-                               : "";
-        if (role == "developer") role = "system";
-        if (role != "user" && role != "assistant" && role != "system")
-          throw ApiError(400, w + ".role must be user, assistant, system or developer",
-                         w + ".role");
-        if (!item.contains("content"))
-          throw ApiError(400, w + ".content is required", w + ".content");
-        ojson m = {{"role", role},
-                   {"content", convert_content(item["content"], w + ".content", role != "user")}};
-        if (role == "assistant" && have_reasoning) {
-          m["reasoning_content"] = pending_reasoning;
-          have_reasoning = false;
-          pending_reasoning.clear();
-        }
-        msgs.push_back(std::move(m));
-        assistant_open = role == "assistant";
-      } else if (type == "reasoning") {
-        if (have_reasoning) pending_reasoning += "\n\n";
-        pending_reasoning += reasoning_text(item);
-        have_reasoning = true;
-      } else if (type == "function_call") {
-        for (const char* k : {"call_id", "name", "arguments"})
-          if (!item.contains(k) || !item[k].is_string())
-            throw ApiError(400, w + "." + k + " must be a string", w + "." + k);
-        ojson call = {{"id", item["call_id"]},
-                      {"type", "function"},
-                      {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}};
-        if (!assistant_open) {
-          ojson m = {{"role", "assistant"}, {"content", ""}, {"tool_calls", ojson::array()}};
-          msgs.push_back(std::move(m));
-          assistant_open = true;
-        }
-        ojson& a = msgs.back();
-        if (have_reasoning) {
-          a["reasoning_content"] = pending_reasoning;
-          have_reasoning = false;
-          pending_reasoning.clear();
-        }
-        if (!a.contains("tool_calls")) a["tool_calls"] = ojson::array();
-        a["tool_calls"].push_back(std::move(call));
-      } else if (type == "function_call_output") {
-        if (!item.contains("call_id") || !item["call_id"].is_string())
-          throw ApiError(400, w + ".call_id must be a string", w + ".call_id");
-        ojson out = item.contains("output") ? item["output"] : ojson("");
-        if (out.is_array()) out = convert_content(out, w + ".output", false);
-        if (!out.is_string() && !out.is_array())
-          throw ApiError(400, w + ".output must be a string or an array of content parts",
-                         w + ".output");
-        msgs.push_back({{"role", "tool"}, {"tool_call_id", item["call_id"]}, {"content", out}});
-        assistant_open = false;
-      } else {
-        throw ApiError(400, w + ".type \"" + type + "\" is not supported", w + ".type");
-      }
-    }
-  } else {
-    throw ApiError(400, "input must be a string or an array of items", "input");
-  }
-  chat["messages"] = std::move(msgs);
-
-  if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) throw ApiError(400, "tools must be an array", "tools");
-    ojson tools = ojson::array();
-    for (size_t i = 0; i < it->size(); ++i) {
-      const ojson& t = (*it)[i];
-      const std::string w = idx("tools", i);
-      const std::string type = t.is_object() ? t.value("type", "") : "";
-      if (type.rfind("web_search", 0) == 0) continue;  // not available locally: ignored
-      if (type != "function")
-        throw ApiError(400, w + ".type \"" + type + "\" is not supported (only function tools)",
-                       w + ".type");
-      ojson f = ojson::object();
-      for (const char* k : {"name", "description", "parameters", "strict"})
-        if (t.contains(k) && !t[k].is_null()) f[k] = t[k];
-      tools.push_back({{"type", "function"}, {"function", std::move(f)}});
-    }
-    if (!tools.empty()) chat["tools"] = std::move(tools);
-  }
-  if (const auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      if (chat.contains("tools") || *it != "auto") chat["tool_choice"] = *it;
-    } else if (it->is_object() && it->value("type", "") == "function" && it->contains("name")) {
-      chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*it)["name"]}}}};
-    } else {
-      throw ApiError(400,
-                     "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": "
-                     "\"function\", \"name\": ...}",
-                     "tool_choice");
-    }
-  }
-  return chat;
-}
 
 ojson responses_usage(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
@@ -216,17 +14,23 @@ ojson responses_usage(const Usage& u) {
 }
 
 ResponsesFormat::ResponsesFormat(std::string id, std::string model, int64_t created,
-                                 const ojson& request)
-    : id_(std::move(id)), model_(std::move(model)), created_(created) {
+                                 const ojson& request, const ResponsesRequest& req)
+    : id_(std::move(id)),
+      model_(std::move(model)),
+      created_(created),
+      tools_(req.tools),
+      summary_(req.summary),
+      encrypted_(req.encrypted_reasoning) {
   echo_ = ojson::object();
   echo_["instructions"] = request.value("instructions", ojson());
   echo_["max_output_tokens"] = request.value("max_output_tokens", ojson());
   echo_["parallel_tool_calls"] = request.value("parallel_tool_calls", ojson(true));
   echo_["previous_response_id"] = nullptr;
-  echo_["reasoning"] = {{"effort", request.contains("reasoning") && request["reasoning"].is_object()
-                                       ? request["reasoning"].value("effort", ojson())
-                                       : ojson()},
-                        {"summary", nullptr}};
+  const ojson reasoning = request.contains("reasoning") && request["reasoning"].is_object()
+                              ? request["reasoning"]
+                              : ojson::object();
+  echo_["reasoning"] = {{"effort", reasoning.value("effort", ojson())},
+                        {"summary", reasoning.value("summary", ojson())}};
   echo_["store"] = false;
   echo_["temperature"] = request.value("temperature", ojson(1.0));
   echo_["text"] = request.contains("text") && request["text"].is_object()
@@ -258,6 +62,60 @@ ojson ResponsesFormat::response(const char* status, ojson output, const Outcome*
   return r;
 }
 
+const ResponsesTool* ResponsesFormat::tool(const std::string& shown) const {
+  const auto it = tools_.find(shown);
+  return it == tools_.end() ? nullptr : &it->second;
+}
+
+// A reasoning item: its text as content, as a summary when one was asked for (the reasoning is
+// its own summary), and carried in encrypted_content when the client asked for that.
+ojson ResponsesFormat::reasoning_item(const std::string& text, const char* status) const {
+  ojson item = {{"id", "rs_" + id_.substr(5)},
+                {"type", "reasoning"},
+                {"summary", ojson::array()},
+                {"content", ojson::array({{{"type", "reasoning_text"}, {"text", text}}})},
+                {"status", status}};
+  if (summary_) item["summary"].push_back({{"type", "summary_text"}, {"text", text}});
+  if (encrypted_) item["encrypted_content"] = std::string(kReasoningCarrier) + text;
+  return item;
+}
+
+namespace {
+
+// The arguments object of a call, or an empty object when they are not one (a call cut short).
+ojson arguments_object(const std::string& json) {
+  ojson v = parse_untrusted_json(json);
+  return v.is_object() ? v : ojson::object();
+}
+
+}  // namespace
+
+ojson ResponsesFormat::call_item(const std::string& item_id, const ToolCallOut& c) const {
+  const ResponsesTool* t = tool(c.name);
+  ojson item = {{"id", item_id}, {"status", "completed"}, {"call_id", c.id}};
+  if (t && t->kind == ResponsesTool::Kind::kLocalShell) {
+    ojson action = {{"type", "exec"}};
+    const ojson args = arguments_object(c.arguments);
+    for (const auto& [k, v] : args.items()) action[k] = v;
+    if (!action.contains("command")) action["command"] = ojson::array();
+    item["type"] = "local_shell_call";
+    item["action"] = std::move(action);
+    return item;
+  }
+  item["name"] = t ? t->name : c.name;
+  if (t && !t->ns.empty()) item["namespace"] = t->ns;
+  if (t && t->kind == ResponsesTool::Kind::kCustom) {
+    const ojson args = arguments_object(c.arguments);
+    const auto in = args.find("input");
+    item["type"] = "custom_tool_call";
+    item["input"] = in != args.end() && in->is_string() ? in->get<std::string>() : std::string();
+  } else {
+    item["type"] = "function_call";
+    item["arguments"] = c.arguments;
+  }
+  return item;
+}
+
 void ResponsesFormat::emit(const char* type, ojson payload, std::string* out) {
   ojson e = ojson::object();
   e["type"] = type;
@@ -271,6 +129,7 @@ void ResponsesFormat::open_item(Item kind, ojson item, std::string* out) {
   item_ = kind;
   current_ = item;
   const int64_t oi = int64_t(output_.size());
+  if (kind == Item::kLocalShell) return;  // announced whole when its action is known
   emit("response.output_item.added", {{"output_index", oi}, {"item", item}}, out);
   if (kind == Item::kReasoning) {
     emit("response.content_part.added",
@@ -280,6 +139,13 @@ void ResponsesFormat::open_item(Item kind, ojson item, std::string* out) {
           {"part", {{"type", "reasoning_text"}, {"text", ""}}}},
          out);
     current_["content"] = ojson::array({{{"type", "reasoning_text"}, {"text", ""}}});
+    if (summary_)
+      emit("response.reasoning_summary_part.added",
+           {{"item_id", item["id"]},
+            {"output_index", oi},
+            {"summary_index", 0},
+            {"part", {{"type", "summary_text"}, {"text", ""}}}},
+           out);
   } else if (kind == Item::kMessage) {
     ojson part = {{"type", "output_text"},
                   {"text", ""},
@@ -292,26 +158,58 @@ void ResponsesFormat::open_item(Item kind, ojson item, std::string* out) {
   }
 }
 
+// The .done events of a tool call's item; custom and local_shell calls are sent here whole.
+void ResponsesFormat::close_call(int64_t oi, std::string* out) {
+  const ojson id = current_["id"];
+  if (item_ == Item::kFunctionCall) {
+    ojson done = {{"item_id", id},
+                  {"output_index", oi},
+                  {"name", current_["name"]},
+                  {"arguments", current_["arguments"]}};
+    emit("response.function_call_arguments.done", std::move(done), out);
+    return;
+  }
+  current_ = call_item(id.get<std::string>(), call_);
+  if (item_ == Item::kLocalShell) {
+    ojson added = current_;
+    added["status"] = "in_progress";
+    emit("response.output_item.added", {{"output_index", oi}, {"item", added}}, out);
+    return;
+  }
+  const ojson input = current_["input"];
+  emit("response.custom_tool_call_input.delta",
+       {{"item_id", id}, {"output_index", oi}, {"delta", input}}, out);
+  emit("response.custom_tool_call_input.done",
+       {{"item_id", id}, {"output_index", oi}, {"input", input}}, out);
+}
+
 void ResponsesFormat::close_item(std::string* out) {
   if (item_ == Item::kNone) return;
   const int64_t oi = int64_t(output_.size());
   const ojson id = current_["id"];
-  current_["status"] = "completed";
   if (item_ == Item::kReasoning || item_ == Item::kMessage) {
     const ojson part = current_["content"][0];
     const std::string text = part["text"].get<std::string>();
-    emit(item_ == Item::kReasoning ? "response.reasoning_text.done" : "response.output_text.done",
+    const bool reasoning = item_ == Item::kReasoning;
+    emit(reasoning ? "response.reasoning_text.done" : "response.output_text.done",
          {{"item_id", id}, {"output_index", oi}, {"content_index", 0}, {"text", text}}, out);
     emit("response.content_part.done",
          {{"item_id", id}, {"output_index", oi}, {"content_index", 0}, {"part", part}}, out);
+    if (reasoning && summary_) {
+      emit("response.reasoning_summary_text.done",
+           {{"item_id", id}, {"output_index", oi}, {"summary_index", 0}, {"text", text}}, out);
+      emit("response.reasoning_summary_part.done",
+           {{"item_id", id},
+            {"output_index", oi},
+            {"summary_index", 0},
+            {"part", {{"type", "summary_text"}, {"text", text}}}},
+           out);
+    }
+    if (reasoning) current_ = reasoning_item(text, "in_progress");
   } else {
-    emit("response.function_call_arguments.done",
-         {{"item_id", id},
-          {"output_index", oi},
-          {"name", current_["name"]},
-          {"arguments", current_["arguments"]}},
-         out);
+    close_call(oi, out);
   }
+  current_["status"] = "completed";
   emit("response.output_item.done", {{"output_index", oi}, {"item", current_}}, out);
   output_.push_back(std::move(current_));
   current_ = ojson();
@@ -340,10 +238,11 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
   switch (e.kind) {
     case K::kStarted:
     case K::kLogprob:  // not reported by this format
-    case K::kToolEnd:
-      if (e.kind == K::kToolEnd) close_item(out);
       break;
-    case K::kReasoning:
+    case K::kToolEnd:
+      close_item(out);
+      break;
+    case K::kReasoning: {
       if (item_ != Item::kReasoning)
         open_item(Item::kReasoning,
                   {{"id", "rs_" + id_.substr(5)},
@@ -353,13 +252,15 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
                    {"status", "in_progress"}},
                   out);
       current_["content"][0]["text"] = current_["content"][0]["text"].get<std::string>() + e.text;
+      const ojson id = current_["id"];
+      const int64_t at = int64_t(output_.size());
       emit("response.reasoning_text.delta",
-           {{"item_id", current_["id"]},
-            {"output_index", int64_t(output_.size())},
-            {"content_index", 0},
-            {"delta", e.text}},
-           out);
+           {{"item_id", id}, {"output_index", at}, {"content_index", 0}, {"delta", e.text}}, out);
+      if (summary_)
+        emit("response.reasoning_summary_text.delta",
+             {{"item_id", id}, {"output_index", at}, {"summary_index", 0}, {"delta", e.text}}, out);
       break;
+    }
     case K::kContent:
       if (item_ != Item::kMessage)
         open_item(Item::kMessage,
@@ -378,17 +279,22 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
             {"logprobs", ojson::array()}},
            out);
       break;
-    case K::kToolBegin:
-      open_item(Item::kFunctionCall,
-                {{"id", "fc_" + id_.substr(5) + "_" + std::to_string(e.index)},
-                 {"type", "function_call"},
-                 {"status", "in_progress"},
-                 {"call_id", e.id},
-                 {"name", e.name},
-                 {"arguments", ""}},
-                out);
+    case K::kToolBegin: {
+      const std::string item_id = "fc_" + id_.substr(5) + "_" + std::to_string(e.index);
+      call_ = ToolCallOut{e.id, e.name, ""};
+      const ResponsesTool* t = tool(e.name);
+      const Item kind = !t                                            ? Item::kFunctionCall
+                        : t->kind == ResponsesTool::Kind::kCustom     ? Item::kCustomCall
+                        : t->kind == ResponsesTool::Kind::kLocalShell ? Item::kLocalShell
+                                                                      : Item::kFunctionCall;
+      ojson item = call_item(item_id, call_);
+      item["status"] = "in_progress";
+      if (kind == Item::kFunctionCall) item["arguments"] = "";
+      open_item(kind, std::move(item), out);
       break;
+    }
     case K::kToolArgs:
+      call_.arguments += e.text;
       if (item_ == Item::kFunctionCall) {
         current_["arguments"] = current_["arguments"].get<std::string>() + e.text;
         emit("response.function_call_arguments.delta",
@@ -410,12 +316,7 @@ ojson ResponsesFormat::body(const Outcome& o) const {
   ojson output = ojson::array();
   const std::string base = id_.substr(5);
   if (o.thinking && !o.reasoning.empty())
-    output.push_back(
-        {{"id", "rs_" + base},
-         {"type", "reasoning"},
-         {"summary", ojson::array()},
-         {"content", ojson::array({{{"type", "reasoning_text"}, {"text", o.reasoning}}})},
-         {"status", "completed"}});
+    output.push_back(reasoning_item(o.reasoning, "completed"));
   if (!o.content.empty() || o.tool_calls.empty())
     output.push_back({{"id", "msg_" + base},
                       {"type", "message"},
@@ -425,15 +326,8 @@ ojson ResponsesFormat::body(const Outcome& o) const {
                                                  {"text", o.content},
                                                  {"annotations", ojson::array()},
                                                  {"logprobs", ojson::array()}}})}});
-  for (size_t i = 0; i < o.tool_calls.size(); ++i) {
-    const auto& c = o.tool_calls[i];
-    output.push_back({{"id", "fc_" + base + "_" + std::to_string(i)},
-                      {"type", "function_call"},
-                      {"status", "completed"},
-                      {"call_id", c.id},
-                      {"name", c.name},
-                      {"arguments", c.arguments}});
-  }
+  for (size_t i = 0; i < o.tool_calls.size(); ++i)
+    output.push_back(call_item("fc_" + base + "_" + std::to_string(i), o.tool_calls[i]));
   return response(o.finish == Finish::kLength ? "incomplete" : "completed", std::move(output), &o);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/field_warnings.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
 #include "text/chat_request.h"
@@ -46,17 +47,17 @@ TEST(RequestAliases, DeveloperRoleReasoningAndTemplateKwargs) {
   EXPECT_EQ(apply_chat_aliases(ojson::parse("[1]")), ojson::parse("[1]"));
 }
 
-TEST(RequestAliases, IgnoredFieldsAreWarnedOncePerProcess) {
+TEST(FieldWarnings, IgnoredFieldsAreWarnedOncePerProcess) {
   std::vector<std::string> w;
   auto warn = [&](const std::string& m) { w.push_back(m); };
   const ojson body = ojson::parse(R"({"model": "m", "messages": [], "user": "u1",
     "logit_bias": {"5": 1}, "zz_test_field": 1, "chat_template_kwargs": {"zz_kw": 1}})");
-  warn_ignored_fields(body, warn);
+  warn_ignored_fields(body, RequestApi::kChat, warn);
   ASSERT_EQ(w.size(), 3u);
   EXPECT_NE(w[0].find("\"logit_bias\""), std::string::npos) << w[0];
   EXPECT_NE(w[1].find("\"zz_test_field\""), std::string::npos) << w[1];
   EXPECT_NE(w[2].find("chat_template_kwargs.zz_kw"), std::string::npos) << w[2];
-  warn_ignored_fields(body, warn);  // the same fields again: no new warning
+  warn_ignored_fields(body, RequestApi::kChat, warn);  // the same fields again: no new warning
   EXPECT_EQ(w.size(), 3u);
 }
 

@@ -7,14 +7,19 @@ namespace cedar::runtime {
 
 namespace {
 constexpr size_t kMaxCachedStates = 512;  // x (vocab / 8) bytes: 8 MB for the release vocabulary
-}
+// A mask refusing at most this many tokens is also kept as their list (at most 16 KB a state).
+constexpr size_t kMaxSparse = 4096;
+}  // namespace
 
 TokenTrie::TokenTrie(const text::Tokenizer& tok) : vocab_(tok.vocab_size()) {
   nodes_.emplace_back();                           // the root
   std::vector<std::pair<uint32_t, int32_t>> ends;  // (node, id)
+  // The DSML tag marker is the one added token a grammar writes: the model spells every tag of a
+  // calls block with it, and a mask without it would force the tags into plain pieces.
+  const auto marker = tok.token_to_id(text::kDsmlMarker);
   std::string b;
   for (int32_t id = 0; id < vocab_; ++id) {
-    if (tok.is_added(id)) continue;
+    if (tok.is_added(id) && id != marker) continue;
     b.clear();
     tok.append_token_bytes(id, &b);
     if (b.empty()) continue;
@@ -72,29 +77,41 @@ void GrammarConstraint<Matcher>::search(uint32_t node, const Matcher& m, Bits* a
 }
 
 template <class Matcher>
-const typename GrammarConstraint<Matcher>::Bits& GrammarConstraint<Matcher>::allowed() {
+const typename GrammarConstraint<Matcher>::Mask& GrammarConstraint<Matcher>::allowed(
+    size_t n_logits) {
   std::string key = m_.key();
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;
   if (cache_.size() >= kMaxCachedStates) cache_.clear();
-  Bits bits((size_t(trie_.vocab_size()) + 63) / 64, 0);
-  search(0, m_, &bits);  // a finished matcher refuses every byte: an empty mask
-  return cache_.emplace(std::move(key), std::move(bits)).first->second;
+  Mask mask;
+  mask.allowed.assign((size_t(trie_.vocab_size()) + 63) / 64, 0);
+  search(0, m_, &mask.allowed);  // a finished matcher refuses every byte: an empty mask
+  for (size_t i = 0; i < n_logits && mask.refused.size() <= kMaxSparse; ++i)
+    if (i >= size_t(trie_.vocab_size()) || !(mask.allowed[i / 64] >> (i % 64) & 1))
+      mask.refused.push_back(int32_t(i));
+  mask.sparse = mask.refused.size() <= kMaxSparse;
+  if (!mask.sparse) mask.refused = {};
+  return cache_.emplace(std::move(key), std::move(mask)).first->second;
 }
 
 template <class Matcher>
 void GrammarConstraint<Matcher>::mask(std::span<float> logits) {
   if (broken_) return;
-  const Bits& ok = allowed();
+  const Mask& m = allowed(logits.size());
   // the stop tokens are added tokens, never in the trie: kept aside, restored below
   for (size_t s = 0; s < stop_ids_.size(); ++s)
     stop_logits_[s] = stop_ids_[s] >= 0 && size_t(stop_ids_[s]) < logits.size()
                           ? logits[size_t(stop_ids_[s])]
                           : 0.0f;
   bool any = false;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const bool allow = i < size_t(trie_.vocab_size()) && (ok[i / 64] >> (i % 64) & 1);
-    if (!allow) logits[i] = -INFINITY;
-    any |= allow;
+  if (m.sparse) {
+    for (const int32_t id : m.refused) logits[size_t(id)] = -INFINITY;
+    any = m.refused.size() < logits.size();
+  } else {
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const bool allow = i < size_t(trie_.vocab_size()) && (m.allowed[i / 64] >> (i % 64) & 1);
+      if (!allow) logits[i] = -INFINITY;
+      any |= allow;
+    }
   }
   // the end of the answer: where the grammar may end (or, should no token continue it, to end
   // rather than sample from nothing)

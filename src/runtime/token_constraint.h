@@ -20,8 +20,8 @@
 
 namespace cedar::runtime {
 
-// The plain-text tokens of a vocabulary by their bytes (added tokens -- <think>, the stop tokens
-// -- are left out). Built once per engine.
+// The plain-text tokens of a vocabulary by their bytes, and the DSML tag marker; the other added
+// tokens (<think>, the stop tokens, ...) are left out. Built once per engine.
 class TokenTrie {
  public:
   struct Node {
@@ -66,8 +66,15 @@ class GrammarConstraint final : public TokenConstraint {
 
  private:
   using Bits = std::vector<uint64_t>;
+  // A state's mask: the allowed tokens, and -- when few tokens are refused, as in free text --
+  // the refused ones, so that a step sets those few logits instead of walking the vocabulary.
+  struct Mask {
+    Bits allowed;
+    bool sparse = false;
+    std::vector<int32_t> refused;  // sparse: every id below the logits' size that is not allowed
+  };
   void search(uint32_t node, const Matcher& m, Bits* allowed) const;
-  const Bits& allowed();
+  const Mask& allowed(size_t n_logits);
 
   const TokenTrie& trie_;
   const text::Tokenizer& tok_;
@@ -75,7 +82,7 @@ class GrammarConstraint final : public TokenConstraint {
   std::vector<int32_t> stop_ids_;
   std::vector<float> stop_logits_;  // mask()'s scratch, one per stop id (no allocation per step)
   bool broken_ = false;
-  std::unordered_map<std::string, Bits> cache_;
+  std::unordered_map<std::string, Mask> cache_;
   std::string bytes_;  // scratch: one token's bytes
 };
 

@@ -133,26 +133,30 @@ std::shared_ptr<const text::JsonSchema> response_schema(const ojson& body) {
       text::JsonSchema::compile((*js)["schema"], "response_format.json_schema.schema"));
 }
 
-// Strict tool calls: the calls block is constrained to the offered tools when the request forces
-// a call (tool_choice "required" or a named tool: the answer is the block, so a response_format
-// no longer applies) or, under "auto", when any offered tool is marked "strict": true and no
-// response_format constrains the answer instead (one constraint per answer).
-void choose_tool_constraint(const text::ChatRequest& req, JobSpec* spec) {
+// Tool calls: when the request offers tools, the calls block the model writes is constrained to
+// them (text/dsml_grammar.h): to their schemas when the request forces a call (tool_choice
+// "required" or a named tool: the answer is the block, so a response_format no longer applies)
+// or for tools marked "strict": true, else to their names. Under "auto" a response_format
+// constrains the answer instead (one constraint per answer).
+void choose_tool_constraint(const text::ChatRequest& req, JobSpec* spec, const Warn& warn) {
   if (req.tools.empty()) return;
   const bool forced =
       req.tool_choice == text::ToolChoice::kRequired || req.tool_choice == text::ToolChoice::kNamed;
+  if (!forced && spec->json_schema) return;
   bool strict = false;
   for (const auto& f : req.tools) {
     const auto it = f.find("strict");
     strict |= it != f.end() && it->is_boolean() && it->get<bool>();
   }
-  if (!forced && (!strict || spec->json_schema)) return;
   try {
-    spec->tool_grammar = std::make_shared<text::ToolGrammar>(text::ToolGrammar::compile(req.tools));
-  } catch (const text::RequestError&) {
+    spec->tool_grammar =
+        std::make_shared<text::ToolGrammar>(text::ToolGrammar::compile(req.tools, forced));
+  } catch (const text::RequestError& e) {
     if (strict) throw;  // the client asked for enforcement: say why it cannot be had
-    return;  // a forced call without strict tools the grammar cannot hold (> 64 tools, ...):
-             // prompted only, as before the constraint existed
+    warn_once(warn, "tool-constraint:" + e.param(),
+              std::string("tool calls are not constrained for requests with these tools: ") +
+                  e.what() + " (" + e.param() + ")");
+    return;
   }
   spec->json_schema = nullptr;
 }
@@ -160,7 +164,7 @@ void choose_tool_constraint(const text::ChatRequest& req, JobSpec* spec) {
 }  // namespace
 
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
-                             std::string tool_id_prefix, OptionNames names) {
+                             std::string tool_id_prefix, OptionNames names, const Warn& warn) {
   PreparedRequest r;
   r.model = require_model(body);
   r.id = std::move(id);
@@ -168,7 +172,7 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
   r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
   const text::ChatRequest req = text::parse_chat_request(body);
   r.spec.json_schema = response_schema(body);
-  choose_tool_constraint(req, &r.spec);
+  choose_tool_constraint(req, &r.spec, warn);
   runtime::Prompt p;
   try {
     p = ctx.engine.render_chat(req);

@@ -11,6 +11,7 @@
 #include "runtime/engine.h"
 #include "server/api_error.h"
 #include "server/completion.h"
+#include "server/field_warnings.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
@@ -60,9 +61,11 @@ int64_t unix_time();
 std::string require_model(const ojson& body);
 
 // Chat Completions body (possibly converted from another API) -> JobSpec. `tool_id_prefix`:
-// tool-call ids are prefix + index. Throws ApiError / text::RequestError.
+// tool-call ids are prefix + index. Throws ApiError / text::RequestError; what cannot be honoured
+// goes to `warn`.
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
-                             std::string tool_id_prefix, OptionNames names = {});
+                             std::string tool_id_prefix, OptionNames names = {},
+                             const Warn& warn = {});
 // FIM / plain completions body (prompt [+ suffix]) -> JobSpec (raw text out, no parsing).
 PreparedRequest prepare_completion(const ApiContext& ctx, const ojson& body, std::string id);
 

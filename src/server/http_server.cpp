@@ -361,7 +361,7 @@ PreparedRequest prepare(const ApiContext& ctx, ApiEndpoint ep, const ojson& body
     case ApiEndpoint::kChat: {
       const std::string id = new_id("chatcmpl-");
       warn_ignored_fields(body, RequestApi::kChat, warn);
-      p = prepare_chat(ctx, apply_chat_aliases(body), id, "call_" + id.substr(9) + "_");
+      p = prepare_chat(ctx, apply_chat_aliases(body), id, "call_" + id.substr(9) + "_", {}, warn);
       st.fmt = std::make_unique<ChatCompletionFormat>(
           p.id, p.model, p.created, p.spec.setup.parser.start == text::GenerationStart::kReasoning,
           p.opts.include_usage, p.opts.logprobs);
@@ -376,14 +376,15 @@ PreparedRequest prepare(const ApiContext& ctx, ApiEndpoint ep, const ojson& body
       const std::string id = new_id("resp_");
       warn_ignored_fields(body, RequestApi::kResponses, warn);
       const ResponsesRequest r = responses_to_chat(body, warn);
-      p = prepare_chat(ctx, r.chat, id, "call_" + id.substr(5) + "_");
+      p = prepare_chat(ctx, r.chat, id, "call_" + id.substr(5) + "_", {}, warn);
       st.fmt = std::make_unique<ResponsesFormat>(p.id, p.model, p.created, body, r);
       break;
     }
     case ApiEndpoint::kAnthropic: {
       const std::string id = new_id("msg_");
       warn_ignored_fields(body, RequestApi::kAnthropic, warn);
-      p = prepare_chat(ctx, anthropic_to_chat(body, warn), id, "toolu_" + id.substr(4) + "_");
+      p = prepare_chat(ctx, anthropic_to_chat(body, warn), id, "toolu_" + id.substr(4) + "_", {},
+                       warn);
       st.fmt = std::make_unique<AnthropicFormat>(p.id, p.model);
       break;
     }

@@ -32,6 +32,8 @@ inline constexpr std::string_view kFimEnd = "<｜fim▁end｜>";
 inline constexpr std::string_view kToolResultOpen = "<tool_result>";
 inline constexpr std::string_view kToolResultClose = "</tool_result>";
 
+// The DSML tag marker: one added token of the vocabulary, inside every DSML tag.
+inline constexpr std::string_view kDsmlMarker = "｜DSML｜";
 // DSML tags of V4.1 (the tag names carry a leading space; V4 had none).
 inline constexpr std::string_view kDsmlCallsOpen = "<｜DSML｜ calls>";
 inline constexpr std::string_view kDsmlCallsClose = "</｜DSML｜ calls>";

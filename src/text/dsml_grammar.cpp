@@ -1,6 +1,7 @@
 #include "text/dsml_grammar.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 
 #include "text/chat_request.h"
@@ -24,7 +25,8 @@ const std::vector<std::string>& first_invoke() {  // inside a block the prompt o
   static const std::vector<std::string> v{std::string(kDsmlInvokeOpen)};
   return v;
 }
-const std::vector<std::string>& invoke_body() {  // after `NAME">\n`: a parameter or the end
+// After `NAME">\n` and after a parameter: [0] a parameter opening, [1] the invoke's end.
+const std::vector<std::string>& invoke_body_lits() {
   static const std::vector<std::string> v{std::string(kDsmlParamOpen), cat("\n", kDsmlInvokeClose)};
   return v;
 }
@@ -39,6 +41,30 @@ const std::vector<std::string>& param_close() {
 const std::vector<std::string>& after_invoke() {
   static const std::vector<std::string> v{cat("\n", kDsmlInvokeOpen), cat("\n", kDsmlCallsClose)};
   return v;
+}
+
+// The DSML tag marker, and the bytes of the calls opener up to and including it ("<｜DSML｜").
+constexpr std::string_view kMarker = kDsmlMarker;
+static_assert(kDsmlCallsOpen.substr(1, kMarker.size()) == kMarker);
+constexpr size_t kOpenerMarkerEnd = 1 + kMarker.size();
+
+// The marker matched so far (k bytes) and one more byte: how many bytes of it now end the text
+// (Knuth-Morris-Pratt over the marker's borders).
+uint16_t marker_step(uint16_t k, uint8_t c) {
+  static const std::array<uint16_t, kMarker.size() + 1> fail = [] {
+    std::array<uint16_t, kMarker.size() + 1> f{};
+    for (size_t i = 1, b = 0; i < kMarker.size(); ++i) {
+      while (b > 0 && kMarker[i] != kMarker[b]) b = f[b];
+      if (kMarker[i] == kMarker[b]) ++b;
+      f[i + 1] = uint16_t(b);
+    }
+    return f;
+  }();
+  for (;;) {
+    if (k < kMarker.size() && uint8_t(kMarker[k]) == c) return uint16_t(k + 1);
+    if (k == 0) return 0;
+    k = fail[k];
+  }
 }
 
 bool valid_tool_name(const std::string& s) {
@@ -73,7 +99,40 @@ void value_kinds(const ojson& prop, bool* raw, bool* json) {
 
 }  // namespace
 
-ToolGrammar ToolGrammar::compile(const ojson& tools) {
+// ---- LiteralTrie ------------------------------------------------------------------------------
+
+LiteralTrie::LiteralTrie() : nodes_(1) {}
+
+void LiteralTrie::add(std::string_view s, int32_t id, uint64_t tag) {
+  int32_t at = 0;
+  nodes_[0].below |= tag;
+  for (const char ch : s) {
+    const uint8_t c = uint8_t(ch);
+    int32_t k = nodes_[size_t(at)].first_child;
+    while (k >= 0 && nodes_[size_t(k)].byte != c) k = nodes_[size_t(k)].next_sibling;
+    if (k < 0) {
+      k = int32_t(nodes_.size());
+      Node n;
+      n.byte = c;
+      n.next_sibling = nodes_[size_t(at)].first_child;
+      nodes_.push_back(n);
+      nodes_[size_t(at)].first_child = k;
+    }
+    nodes_[size_t(k)].below |= tag;
+    at = k;
+  }
+  nodes_[size_t(at)].id = id;
+}
+
+int32_t LiteralTrie::child(int32_t node, uint8_t c, uint64_t tags) const {
+  for (int32_t k = nodes_[size_t(node)].first_child; k >= 0; k = nodes_[size_t(k)].next_sibling)
+    if (nodes_[size_t(k)].byte == c) return (nodes_[size_t(k)].below & tags) ? k : -1;
+  return -1;
+}
+
+// ---- ToolGrammar ------------------------------------------------------------------------------
+
+ToolGrammar ToolGrammar::compile(const ojson& tools, bool forced) {
   ToolGrammar g;
   if (!tools.is_array()) throw RequestError("tools must be an array", "tools");
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -81,59 +140,65 @@ ToolGrammar ToolGrammar::compile(const ojson& tools) {
     const ojson& fn = tools[i].contains("function") ? tools[i]["function"] : tools[i];
     const auto st = fn.find("strict");
     const bool strict = st != fn.end() && st->is_boolean() && st->get<bool>();
+    const bool schemas = strict || forced;  // else names only
     Tool t;
     t.name = fn.value("name", "");
     if (!valid_tool_name(t.name))
-      throw RequestError("a strict tool needs a name of letters, digits, '_', '-' or '.'",
-                         at + ".name");
+      throw RequestError("a tool name must be letters, digits, '_', '-' or '.'", at + ".name");
     for (const Tool& o : g.tools_)
       if (o.name == t.name) throw RequestError("two tools are named " + t.name, at + ".name");
     const ojson params = fn.value("parameters", ojson::object());
-    const ojson props = params.value("properties", ojson::object());
+    ojson props = params.is_object() ? params.value("properties", ojson::object()) : ojson();
+    if (!props.is_object()) props = ojson::object();
+    if (props.size() > kMaxParams)
+      throw RequestError("a tool may have at most " + std::to_string(kMaxParams) +
+                             " parameters for its calls to be constrained",
+                         at + ".parameters");
+    auto spell = [&t](int index, bool raw, const SchemaNode* schema) {
+      t.spellings.add(
+          t.params[size_t(index)] + (raw ? "\" string=\"true\">" : "\" string=\"false\">"),
+          int32_t(t.entries.size()), uint64_t(1) << index);
+      t.entries.push_back(Entry{index, raw, schema});
+    };
     for (const auto& [name, prop] : props.items()) {
       const std::string path = at + ".parameters.properties." + name;
       if (!valid_param_name(name))
         throw RequestError("a parameter name may not hold '\"', '<' or control characters", path);
       const int index = int(t.params.size());
       t.params.push_back(name);
-      bool raw = false, json = false;
-      value_kinds(prop, &raw, &json);
-      if (raw) {
-        t.entries.push_back(Entry{index, true, nullptr});
-        t.lits.push_back(name + "\" string=\"true\">");
-      }
-      if (json) {
-        const SchemaNode* schema = nullptr;  // any value
+      bool raw = true, json = true;
+      if (schemas) value_kinds(prop, &raw, &json);
+      if (raw) spell(index, true, nullptr);
+      if (!json) continue;
+      const SchemaNode* schema = nullptr;  // any value
+      if (schemas) {
         try {
           g.schemas_.push_back(std::make_shared<JsonSchema>(JsonSchema::compile_value(prop, path)));
           schema = g.schemas_.back()->root();
         } catch (const RequestError&) {
           if (strict) throw;
-          if (!raw) {  // not enforceable: raw text is allowed too
-            t.entries.push_back(Entry{index, true, nullptr});
-            t.lits.push_back(name + "\" string=\"true\">");
-          }
+          if (!raw) spell(index, true, nullptr);  // not enforceable: raw text is allowed too
         }
-        t.entries.push_back(Entry{index, false, schema});
-        t.lits.push_back(name + "\" string=\"false\">");
       }
+      spell(index, false, schema);
     }
-    if (t.entries.size() > 64)
-      throw RequestError("a strict tool may have at most 64 parameter spellings", at);
-    for (const auto& r : params.value("required", ojson::array())) {
-      const auto it =
-          std::find(t.params.begin(), t.params.end(), r.is_string() ? r.get<std::string>() : "");
-      if (it == t.params.end())
-        throw RequestError("required names a parameter that is not declared", at + ".parameters");
-      t.required |= uint64_t(1) << (it - t.params.begin());
-    }
-    g.name_lits_.push_back(t.name + "\">\n");
+    if (schemas && params.is_object())
+      for (const auto& r : params.value("required", ojson::array())) {
+        const auto it =
+            std::find(t.params.begin(), t.params.end(), r.is_string() ? r.get<std::string>() : "");
+        if (it == t.params.end())
+          throw RequestError("required names a parameter that is not declared", at + ".parameters");
+        t.required |= uint64_t(1) << (it - t.params.begin());
+      }
+    g.names_.add(t.name + "\">\n", int32_t(g.tools_.size()), 1);
     g.tools_.push_back(std::move(t));
   }
-  if (g.tools_.empty()) throw RequestError("strict tool calls need at least one tool", "tools");
-  if (g.tools_.size() > 64) throw RequestError("at most 64 strict tools", "tools");
+  if (g.tools_.empty())
+    throw RequestError("constrained tool calls need at least one tool", "tools");
   return g;
 }
+
+// ---- ToolCallMatcher --------------------------------------------------------------------------
 
 ToolCallMatcher::ToolCallMatcher(const ToolGrammar* g, CallStart start)
     : g_(g), phase_(start == CallStart::kFree ? Phase::kFree : Phase::kLiteral) {
@@ -164,20 +229,23 @@ bool ToolCallMatcher::feed(std::string_view s) {
   return true;
 }
 
+bool ToolCallMatcher::done() const {
+  return phase_ == Phase::kDone || (phase_ == Phase::kFree && open_ < kOpenerMarkerEnd);
+}
+
 bool ToolCallMatcher::step(uint8_t c) {
   switch (phase_) {
-    case Phase::kFree: {
-      const std::string_view open = kDsmlCallsOpen;
-      close_pos_ = uint16_t(uint8_t(open[close_pos_]) == c ? close_pos_ + 1 : (c == '<' ? 1 : 0));
-      if (close_pos_ == open.size()) expect(&opener_rest(), 1, Then::kName);
-      return true;
-    }
+    case Phase::kFree:
+      return free_step(c);
     case Phase::kLiteral:
       return literal_step(c);
+    case Phase::kName:
+    case Phase::kSpelling:
+      return trie_step(c);
     case Phase::kRawValue: {
       const std::string_view close = kDsmlParamClose;
-      close_pos_ = uint16_t(uint8_t(close[close_pos_]) == c ? close_pos_ + 1 : (c == '<' ? 1 : 0));
-      if (close_pos_ == close.size()) after_param();
+      open_ = uint16_t(uint8_t(close[open_]) == c ? open_ + 1 : (c == '<' ? 1 : 0));
+      if (open_ == close.size()) after_param();
       return true;
     }
     case Phase::kJsonValue:
@@ -196,10 +264,27 @@ bool ToolCallMatcher::step(uint8_t c) {
   return false;
 }
 
-// Any declared tool's name comes next (the grammar has at most 64 tools).
+// Free text: anything, except that the DSML tag marker may only open a calls block -- once
+// "<｜DSML｜" is written, " calls>" must follow.
+bool ToolCallMatcher::free_step(uint8_t c) {
+  const std::string_view open = kDsmlCallsOpen;
+  if (open_ >= kOpenerMarkerEnd) {
+    if (uint8_t(open[open_]) != c) return false;
+    if (++open_ == open.size()) {
+      open_ = marker_ = 0;
+      expect(&opener_rest(), 1, Then::kName);
+    }
+    return true;
+  }
+  open_ = uint16_t(uint8_t(open[open_]) == c ? open_ + 1 : (c == '<' ? 1 : 0));
+  marker_ = marker_step(marker_, c);
+  return marker_ < kMarker.size() || open_ == kOpenerMarkerEnd;
+}
+
+// Any declared tool's name comes next.
 void ToolCallMatcher::expect_name() {
-  const size_t n = g_->tools().size();
-  expect(&g_->name_lits(), n >= 64 ? ~0ull : (1ull << n) - 1, Then::kInvokeBody);
+  phase_ = Phase::kName;
+  node_ = 0;
   tool_ = -1;
 }
 
@@ -221,66 +306,71 @@ bool ToolCallMatcher::literal_step(uint8_t c) {
   return true;
 }
 
+// A tool's name, or one of its unused parameters' spellings, byte by byte down its trie.
+bool ToolCallMatcher::trie_step(uint8_t c) {
+  const bool name = phase_ == Phase::kName;
+  const LiteralTrie& trie = name ? g_->names() : g_->tools()[size_t(tool_)].spellings;
+  const int32_t k = trie.child(node_, c, name ? ~uint64_t(0) : ~used_);
+  if (k < 0) return false;
+  node_ = k;
+  const int32_t id = trie.id(k);
+  if (id < 0) return true;
+  if (name) {
+    tool_ = int16_t(id);
+    used_ = 0;
+    invoke_body();
+    return true;
+  }
+  const ToolGrammar::Entry& e = g_->tools()[size_t(tool_)].entries[size_t(id)];
+  used_ |= uint64_t(1) << e.param;
+  if (e.raw) {
+    phase_ = Phase::kRawValue;
+    open_ = 0;
+  } else {
+    phase_ = Phase::kJsonValue;
+    json_.emplace(e.schema);
+  }
+  return true;
+}
+
 void ToolCallMatcher::completed(size_t which) {
   switch (then_) {
     case Then::kName:  // the opener: a tool name comes next
       expect_name();
       return;
     case Then::kInvokeBody:
-      if (tool_ < 0) {  // the name just completed
-        tool_ = int16_t(which);
-        used_ = 0;
-        const auto& t = g_->tools()[size_t(tool_)];
-        expect(&invoke_body(), (t.entries.empty() ? 0 : 1) | (t.required == 0 ? 2 : 0),
-               Then::kParamName);
-        return;
-      }
-      break;
-    case Then::kParamName: {
-      const auto& t = g_->tools()[size_t(tool_)];
-      if (lits_ == &t.lits) {  // a parameter's spelling: its value follows
-        const ToolGrammar::Entry& e = t.entries[which];
-        used_ |= uint64_t(1) << e.param;
-        if (e.raw) {
-          phase_ = Phase::kRawValue;
-          close_pos_ = 0;
-        } else {
-          phase_ = Phase::kJsonValue;
-          json_.emplace(e.schema);
-        }
-        return;
-      }
-      if (which == 0) {  // the parameter opening: which one
-        uint64_t unused = 0;
-        for (size_t i = 0; i < t.entries.size(); ++i)
-          if (!(used_ >> t.entries[i].param & 1)) unused |= uint64_t(1) << i;
-        expect(&t.lits, unused, Then::kParamName);
+      if (which == 0) {  // a parameter opening: which one
+        phase_ = Phase::kSpelling;
+        node_ = 0;
       } else {  // the invoke's end
         expect(&after_invoke(), 3, Then::kAfterInvoke);
       }
       return;
-    }
     case Then::kAfterParam:
       after_param();
       return;
     case Then::kAfterInvoke:
-      if (which == 0) {
+      if (which == 0)
         expect_name();
-      } else {
+      else
         phase_ = Phase::kDone;
-      }
       return;
-    default:
-      break;
   }
+}
+
+// After the name: a parameter (if the tool has any) or the end (if none is required).
+void ToolCallMatcher::invoke_body() {
+  const auto& t = g_->tools()[size_t(tool_)];
+  expect(&invoke_body_lits(), (t.params.empty() ? 0 : 1) | (t.required == 0 ? 2 : 0),
+         Then::kInvokeBody);
 }
 
 void ToolCallMatcher::after_param() {
   const auto& t = g_->tools()[size_t(tool_)];
-  bool more = false;
-  for (const auto& e : t.entries) more |= !(used_ >> e.param & 1);
+  const uint64_t all = t.params.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << t.params.size()) - 1;
+  const bool more = (all & ~used_) != 0;
   const bool may_end = (t.required & ~used_) == 0;
-  expect(&after_param_lits(), (more ? 1 : 0) | (may_end ? 2 : 0), Then::kParamName);
+  expect(&after_param_lits(), (more ? 1 : 0) | (may_end ? 2 : 0), Then::kInvokeBody);
 }
 
 std::string ToolCallMatcher::key() const {
@@ -291,7 +381,9 @@ std::string ToolCallMatcher::key() const {
   put(&lits_, sizeof lits_);
   put(&alive_, sizeof alive_);
   put(&pos_, sizeof pos_);
-  put(&close_pos_, sizeof close_pos_);
+  put(&open_, sizeof open_);
+  put(&marker_, sizeof marker_);
+  put(&node_, sizeof node_);
   put(&tool_, sizeof tool_);
   put(&used_, sizeof used_);
   if (json_) k += json_->key();

@@ -29,17 +29,16 @@ Match match_any(std::string_view buf, const std::vector<std::string_view>& alts,
   return more ? Match::kNeedMore : Match::kNo;
 }
 
-// Start of the earliest suffix of buf that is a proper prefix of one of `tags` (all of which
-// start with '<'), or buf.size(). Bytes from there on must be held back.
+// Start of the earliest suffix of buf that is a proper prefix of one of `tags`, or buf.size().
+// Bytes from there on must be held back.
 std::size_t hold_start(std::string_view buf, const std::vector<std::string_view>& tags) {
   std::size_t longest = 0;
   for (const auto& t : tags) longest = std::max(longest, t.size());
   const std::size_t from = buf.size() > longest ? buf.size() - longest : 0;
   for (std::size_t p = from; p < buf.size(); ++p) {
-    if (buf[p] != '<') continue;
     const std::string_view tail = buf.substr(p);
     for (const auto& t : tags)
-      if (tail.size() < t.size() && t.starts_with(tail)) return p;
+      if (tail.size() < t.size() && t.front() == tail.front() && t.starts_with(tail)) return p;
   }
   return buf.size();
 }
@@ -115,12 +114,18 @@ bool matches(const ojson& v, const std::set<std::string>& types) {
   return false;
 }
 
-const std::vector<std::string_view>& text_tags(bool tools) {
-  static const std::vector<std::string_view> with = {kThinkEnd, kEos, kDsmlCallsOpen,
-                                                     kDsmlV4CallsOpen};
-  static const std::vector<std::string_view> without = {kThinkEnd, kEos};
-  return tools ? with : without;
-}
+// What ends a run of reasoning or answer text: the reasoning's end, the end of the output, a calls
+// block, or the DSML tag marker anywhere else (a stray tag, dropped).
+const std::vector<std::string_view> kTextTags = {kThinkEnd, kEos, kDsmlCallsOpen, kDsmlV4CallsOpen,
+                                                 kDsmlMarker};
+// What text must be held back while it may still become one of kTextTags, including the "</"
+// before a marker (a closing tag's start).
+const std::vector<std::string_view> kTextHolds = {kThinkEnd,        kEos,        kDsmlCallsOpen,
+                                                  kDsmlV4CallsOpen, kDsmlMarker, kDsmlCallsClose};
+// What ends a dropped stretch of DSML: a calls block's end, a new calls block, the reasoning's
+// end, the end of the output.
+const std::vector<std::string_view> kDropEnds = {
+    kDsmlCallsClose, kDsmlV4CallsClose, kDsmlCallsOpen, kDsmlV4CallsOpen, kThinkEnd, kEos};
 
 const std::vector<std::string_view> kValueEnds = {kDsmlParamClose, kDsmlV4ParamClose, kEos};
 
@@ -205,6 +210,8 @@ bool OutputParser::step(bool final, std::vector<ParseEvent>* ev) {
       return step_tags(final, ev);
     case State::kValue:
       return step_value(final, ev);
+    case State::kDropped:
+      return step_dropped(final, ev);
     case State::kDone:
       buf_.clear();
       return false;
@@ -249,17 +256,18 @@ void OutputParser::emit_args(std::string_view s, std::vector<ParseEvent>* ev) {
 // up to two newlines before it, which belong to a following "\n\n<｜DSML｜ calls>") is held.
 bool OutputParser::step_text(bool final, std::vector<ParseEvent>* ev) {
   if (buf_.empty()) return false;
-  const auto& tags = text_tags(opts_.parse_tool_calls);
   std::size_t best = std::string::npos, which = 0;
-  for (std::size_t k = 0; k < tags.size(); ++k) {
-    const std::size_t p = buf_.find(tags[k]);
+  for (std::size_t k = 0; k < kTextTags.size(); ++k) {
+    const std::size_t p = buf_.find(kTextTags[k]);
     if (p < best) {
       best = p;
       which = k;
     }
   }
+  if (best != std::string::npos && kTextTags[which] == kDsmlMarker)
+    return stray_marker(best, final, ev);
   if (best != std::string::npos) {
-    const std::string_view tag = tags[which];
+    const std::string_view tag = kTextTags[which];
     std::size_t text_end = best;
     const bool calls = tag == kDsmlCallsOpen || tag == kDsmlV4CallsOpen;
     // The template writes content + "\n\n" + block: those two newlines are not content.
@@ -270,7 +278,9 @@ bool OutputParser::step_text(bool final, std::vector<ParseEvent>* ev) {
       msg_.saw_eos = true;
       state_ = State::kDone;
     } else if (calls) {
+      resume_ = state_;
       state_ = State::kBlock;
+      if (!opts_.parse_tool_calls) malformed("a DSML calls block, but no tools were offered", ev);
     } else if (state_ == State::kReasoning) {  // "</think>"
       state_ = State::kContent;
     }  // a stray "</think>" in content is dropped
@@ -281,12 +291,69 @@ bool OutputParser::step_text(bool final, std::vector<ParseEvent>* ev) {
     buf_.clear();
     return false;
   }
-  std::size_t h = hold_start(buf_, tags);
-  for (int n = 0; opts_.parse_tool_calls && n < 2 && h > 0 && buf_[h - 1] == '\n'; ++n) --h;
+  std::size_t h = hold_start(buf_, kTextHolds);
+  for (int n = 0; n < 2 && h > 0 && buf_[h - 1] == '\n'; ++n) --h;
   h -= utf8_incomplete_tail(std::string_view(buf_).substr(0, h));
   emit_text(std::string_view(buf_).substr(0, h), ev);
   buf_.erase(0, h);
   return false;
+}
+
+// The DSML tag marker at `at`, not (yet) part of a calls opener: text up to its tag's "<" or "</"
+// is kept, the tag and what follows it are dropped -- unless a calls opener may still complete.
+bool OutputParser::stray_marker(std::size_t at, bool final, std::vector<ParseEvent>* ev) {
+  std::size_t start = at;
+  if (at > 0 && buf_[at - 1] == '<')
+    start = at - 1;
+  else if (at > 1 && buf_.compare(at - 2, 2, "</") == 0)
+    start = at - 2;
+  const std::string_view tail = std::string_view(buf_).substr(start);
+  if (!final && start + 1 == at)
+    for (const std::string_view open : {kDsmlCallsOpen, kDsmlV4CallsOpen})
+      if (tail.size() < open.size() && open.starts_with(tail)) {
+        std::size_t h = start;
+        for (int n = 0; n < 2 && h > 0 && buf_[h - 1] == '\n'; ++n) --h;
+        emit_text(std::string_view(buf_).substr(0, h), ev);
+        buf_.erase(0, h);
+        return false;  // it may still become a calls block
+      }
+  emit_text(std::string_view(buf_).substr(0, start), ev);
+  buf_.erase(0, at + kDsmlMarker.size());
+  resume_ = state_;
+  malformed("a DSML tag outside a calls block", ev);
+  return true;
+}
+
+// Inside dropped DSML: nothing is shown until the calls block closes (then the text it
+// interrupted goes on), a new calls block opens, the reasoning ends or the output does.
+bool OutputParser::step_dropped(bool final, std::vector<ParseEvent>* ev) {
+  std::size_t best = std::string::npos, which = 0;
+  for (std::size_t k = 0; k < kDropEnds.size(); ++k) {
+    const std::size_t p = buf_.find(kDropEnds[k]);
+    if (p < best) {
+      best = p;
+      which = k;
+    }
+  }
+  if (best == std::string::npos) {
+    buf_.erase(0, final ? buf_.size() : hold_start(buf_, kDropEnds));
+    return false;
+  }
+  const std::string_view end = kDropEnds[which];
+  buf_.erase(0, best + end.size());
+  if (end == kEos) {
+    msg_.saw_eos = true;
+    state_ = State::kDone;
+  } else if (end == kThinkEnd) {
+    state_ = resume_ == State::kReasoning ? State::kContent : State::kDropped;
+    resume_ = State::kContent;
+  } else if (end == kDsmlCallsOpen || end == kDsmlV4CallsOpen) {
+    state_ = State::kBlock;
+    if (!opts_.parse_tool_calls) malformed("a DSML calls block, but no tools were offered", ev);
+  } else {
+    state_ = resume_;
+  }
+  return true;
 }
 
 // Between tags of a calls block: whitespace, then one of the tags allowed here.
@@ -319,10 +386,14 @@ bool OutputParser::step_tags(bool final, std::vector<ParseEvent>* ev) {
     return false;
   }
   if (m == Match::kNo) {
-    malformed(state_ == State::kAfterBlock ? "text after a DSML calls block"
-                                           : "unexpected text inside a DSML calls block",
-              ev);
-    return true;  // the rest is content now
+    if (state_ == State::kAfterBlock) {  // plain text after the block: shown, but noted
+      if (!msg_.malformed) msg_.problem = "text after a DSML calls block";
+      msg_.malformed = true;
+      state_ = State::kContent;
+    } else {
+      malformed("unexpected text inside a DSML calls block", ev);
+    }
+    return true;
   }
   const std::string_view tag = alts[k];
   if (tag == kEos) {
@@ -546,7 +617,7 @@ void OutputParser::malformed(const std::string& why, std::vector<ParseEvent>* ev
   msg_.malformed = true;
   if (state_ == State::kValue) finish_value(ev);
   close_call(ev);
-  state_ = State::kContent;
+  state_ = State::kDropped;
 }
 
 const std::set<std::string>* OutputParser::param_types(const std::string& key) const {

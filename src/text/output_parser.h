@@ -9,8 +9,10 @@
 //     content, reasoning or argument delta: a possible tag prefix is held back until decided;
 //   - the arguments of each call, concatenated, are one valid JSON object, typed by the tool
 //     schema when one is given (strings stay strings, other types as declared);
-//   - malformed DSML never throws: the rest of the text degrades to content and
-//     ParsedMessage::malformed is set (an open call is first closed with valid JSON).
+//   - malformed DSML never throws and never reaches the visible text: an open call is closed with
+//     valid JSON, the rest of the block is dropped (up to its close, the reasoning's end or the
+//     output's end), a stray DSML tag outside a block is dropped the same way, and so is a calls
+//     block when no tools were offered; ParsedMessage::malformed says so.
 #pragma once
 
 #include <map>
@@ -28,7 +30,7 @@ struct ParserOptions {
   // kReasoning: the prompt ended with "<think>" (thinking mode); kContent: with "</think>";
   // kToolCalls: with a forced "<｜DSML｜ calls>\n" (RenderResult::start says which).
   GenerationStart start = GenerationStart::kContent;
-  bool parse_tool_calls = true;  // false (tool_choice "none"): DSML stays plain content
+  bool parse_tool_calls = true;  // false (no tools offered): a DSML calls block is dropped
   ojson tools = ojson::array();  // OpenAI tools (or bare function objects) typing the arguments
   // Tool-call ids are id_prefix + call index ("call_0", "call_1", ...). A server should make the
   // prefix unique per completion ("call_<completion id>_").
@@ -80,11 +82,13 @@ class OutputParser {
   static ParsedMessage parse(std::string_view text, ParserOptions opts = {});
 
  private:
-  enum class State { kReasoning, kContent, kBlock, kInvoke, kValue, kAfterBlock, kDone };
+  enum class State { kReasoning, kContent, kBlock, kInvoke, kValue, kAfterBlock, kDropped, kDone };
   enum class Attr { kTrue, kFalse, kMissing };
 
   bool step(bool final, std::vector<ParseEvent>* ev);  // false: needs more input
   bool step_text(bool final, std::vector<ParseEvent>* ev);
+  bool stray_marker(std::size_t at, bool final, std::vector<ParseEvent>* ev);
+  bool step_dropped(bool final, std::vector<ParseEvent>* ev);
   bool step_tags(bool final, std::vector<ParseEvent>* ev);
   bool step_value(bool final, std::vector<ParseEvent>* ev);
   bool parse_invoke_header(std::size_t lit, bool final, std::vector<ParseEvent>* ev);
@@ -99,7 +103,8 @@ class OutputParser {
 
   ParserOptions opts_;
   State state_;
-  std::string buf_;  // unconsumed input
+  State resume_ = State::kContent;  // the text state a calls block or a dropped stretch left
+  std::string buf_;                 // unconsumed input
   ParsedMessage msg_;
 
   // Current call / parameter.

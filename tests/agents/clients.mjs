@@ -116,6 +116,8 @@ export const CLIENTS = [
         general: { disableAutoUpdate: true, disableUpdateNag: true },
         privacy: { usageStatisticsEnabled: false },
         telemetry: { enabled: false },
+        // no background memory-extraction agent after each session: not what is tested here
+        memory: { enableManagedAutoMemory: false },
       }, null, 2));
       return {
         cmd: path.join(CLIENT_BIN, 'qwen'),

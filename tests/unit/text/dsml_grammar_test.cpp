@@ -133,11 +133,11 @@ TEST(ToolGrammar, InsideABlockThePromptOpenedTheInvokesComeFirst) {
 TEST(ToolGrammar, AStrictToolMustBeEnforceableOthersGetAnyValue) {
   EXPECT_THROW(ToolGrammar::compile(ojson::parse(
                    R"([{"function":{"name":"f","strict":true,"parameters":{"properties":{
-                       "a":{"pattern":"x"}}}}}])")),
+                       "a":{"not":{"type":"string"}}}}}}])")),
                RequestError);
   // not strict: the parameter takes raw text or any JSON value
   const ToolGrammar g = ToolGrammar::compile(ojson::parse(
-      R"([{"function":{"name":"f","parameters":{"properties":{"a":{"pattern":"x"}}}}}])"));
+      R"([{"function":{"name":"f","parameters":{"properties":{"a":{"not":{"type":"string"}}}}}}])"));
   for (const std::string& v :
        {param("a", true, "free <text>"), param("a", false, "[1,{\"k\":null}]")}) {
     const std::string text = block({invoke("f", {v})});
@@ -154,6 +154,80 @@ TEST(ToolGrammar, RefusesSchemasItCannotEnforce) {
       ToolGrammar::compile(ojson::parse(
           R"([{"function":{"name":"f","parameters":{"properties":{},"required":["x"]}}}])")),
       RequestError);
+}
+
+// Under tool_choice "auto" a non-strict tool is held to its names only: a declared tool, declared
+// parameters at most once each, any value written either way; a strict tool beside it keeps its
+// schema.
+TEST(ToolGrammar, NamesOnlyForToolsThatAreNotStrict) {
+  const ToolGrammar g = ToolGrammar::compile(kTools, /*forced=*/false);
+  const ojson loose = ojson::parse(R"([{"type":"function","function":{"name":"run",
+    "parameters":{"type":"object","properties":{"cmd":{"type":"string"},"n":{"type":"integer"}},
+    "required":["cmd","n"]}}}])");
+  const ToolGrammar names = ToolGrammar::compile(loose, /*forced=*/false);
+  // any value either way, and the required parameters may be left out
+  for (const std::string& body :
+       {invoke("run", {param("cmd", false, "[\"ls\", 1]"), param("n", true, "three")}),
+        invoke("run", {param("n", false, "3")}), invoke("run", {})}) {
+    const std::string text = block({body});
+    bool done = false;
+    EXPECT_EQ(accepted(names, text, CallStart::kBlock, &done), text.size()) << body;
+    EXPECT_TRUE(done);
+  }
+  const std::string head = std::string(kDsmlCallsOpen) + "\n" + std::string(kDsmlInvokeOpen);
+  EXPECT_EQ(accepted(names, head + "rm\">"), head.size() + 1);  // only "r" of "run"
+  const std::string in = head + "run\">\n" + std::string(kDsmlParamOpen);
+  EXPECT_EQ(accepted(names, in + "flag\""), in.size());
+  const std::string json_value = block({invoke("run", {param("n", false, "[1,")})});
+  EXPECT_LT(accepted(names, json_value), json_value.size());  // string="false" is still JSON
+  // the strict tool keeps its schema: "days" must be an integer, "city" and "days" required
+  const std::string strict = head + "get_weather\">\n" + std::string(kDsmlParamOpen);
+  EXPECT_EQ(accepted(g, strict + "days\" string=\"true\">"), strict.size() + 14);
+  const std::string ok =
+      block({invoke("get", {}),
+             invoke("get_weather", {param("city", true, "x"), param("days", false, "2")})});
+  EXPECT_EQ(accepted(g, ok), ok.size());
+}
+
+// In free text the DSML tag marker may only open a calls block: no stray tag of an invoke or a
+// parameter, no V4 spelling, no marker on its own reaches the answer.
+TEST(ToolGrammar, TheMarkerOnlyOpensACallsBlockInFreeText) {
+  const ToolGrammar g = ToolGrammar::compile(kTools, /*forced=*/false);
+  const std::string m(kDsmlMarker);
+  bool done = false;
+  for (const std::string& ok : {std::string("a < b, ｜ and ｜D｜DSM are text"),
+                                "<<" + m.substr(0, 9), std::string("｜DSM｜DSML")}) {
+    EXPECT_EQ(accepted(g, ok, CallStart::kFree, &done), ok.size()) << ok;
+    EXPECT_TRUE(done) << ok;
+  }
+  // the marker completes at its last byte: refused there unless "<" opened a calls tag
+  EXPECT_EQ(accepted(g, "x " + m, CallStart::kFree), 2 + m.size() - 1);
+  EXPECT_EQ(accepted(g, "｜" + m, CallStart::kFree), 3 + m.size() - 1);
+  const std::string invoke_tag = "Sure. " + std::string(kDsmlInvokeOpen) + "get\">";
+  EXPECT_EQ(accepted(g, invoke_tag, CallStart::kFree), 6 + 1 + m.size() + 1);  // "<｜DSML｜ "
+  EXPECT_EQ(accepted(g, std::string(kDsmlV4CallsOpen), CallStart::kFree), 1 + m.size());
+  // half a calls tag may not end the answer; the whole block may
+  ToolCallMatcher half(&g, CallStart::kFree);
+  ASSERT_TRUE(half.feed("x <" + m + " ca"));
+  EXPECT_FALSE(half.done());
+  const std::string text = "x\n\n" + block({invoke("get", {})});
+  EXPECT_EQ(accepted(g, text, CallStart::kFree, &done), text.size());
+  EXPECT_TRUE(done);
+}
+
+TEST(ToolGrammar, ManyToolsAndTheParameterBound) {
+  ojson tools = ojson::array();
+  for (int i = 0; i < 300; ++i)
+    tools.push_back({{"type", "function"}, {"function", {{"name", "tool_" + std::to_string(i)}}}});
+  const ToolGrammar g = ToolGrammar::compile(tools, /*forced=*/false);
+  const std::string text = block({invoke("tool_299", {}), invoke("tool_7", {})});
+  EXPECT_EQ(accepted(g, text), text.size());
+  const std::string head = std::string(kDsmlCallsOpen) + "\n" + std::string(kDsmlInvokeOpen);
+  EXPECT_EQ(accepted(g, head + "tool_300\""), head.size() + 7);
+  ojson wide = ojson::parse(R"([{"function":{"name":"w","parameters":{"properties":{}}}}])");
+  for (size_t i = 0; i <= ToolGrammar::kMaxParams; ++i)
+    wide[0]["function"]["parameters"]["properties"]["p" + std::to_string(i)] = ojson::object();
+  EXPECT_THROW(ToolGrammar::compile(wide, false), RequestError);
 }
 
 }  // namespace

@@ -128,12 +128,15 @@ bool same(const ParseRun& a, const ParseRun& b) {
 
 // ---- generator of completions with known ground truth ------------------------------------------
 
+// Text holding one of these is not plain text to the parser (the DSML marker alone is a stray
+// tag, dropped: OutputParser.MalformedDsmlIsDropped).
 const std::vector<std::string_view> kTags = {"</think>",
                                              "<｜end▁of▁sentence｜>",
                                              "<｜DSML｜ calls>",
                                              "<｜DSML｜tool_calls>",
                                              "</｜DSML｜ parameter>",
-                                             "</｜DSML｜parameter>"};
+                                             "</｜DSML｜parameter>",
+                                             "｜DSML｜"};
 
 bool has_tag(const std::string& s) {
   for (auto t : kTags)
@@ -148,46 +151,26 @@ struct Gen {
   bool coin(double p = 0.5) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
 
   std::string text(int max_frags) {
-    static const std::vector<std::string> pool = {"Hello",
-                                                  " world",
-                                                  "你好",
-                                                  "，世界",
-                                                  "😀",
-                                                  "👩‍👩‍👧",
-                                                  "é",
-                                                  "e\u0301",
-                                                  "\n",
-                                                  "\n\n",
-                                                  " ",
-                                                  "\t",
-                                                  "\"",
-                                                  "\\",
-                                                  "'",
-                                                  "<",
-                                                  ">",
-                                                  "</",
-                                                  "</thin",
-                                                  "<think",
-                                                  "<｜",
-                                                  "｜DSML",
-                                                  "<｜DS",
-                                                  "｜",
-                                                  "▁",
-                                                  "<｜end▁of",
-                                                  "</｜DSML｜ param",
-                                                  "<｜DSML｜ call",
-                                                  "{\"a\": 1}",
-                                                  "[1, 2]",
-                                                  "&amp;",
-                                                  "a<b & c",
-                                                  "𝔘𝔫𝔦",
-                                                  "\r\n",
-                                                  "null",
-                                                  "true",
-                                                  "  ",
-                                                  "\u2028",
-                                                  "\x01",
-                                                  "x"};
+    static const std::vector<std::string> pool = {"Hello",      " world",
+                                                  "你好",       "，世界",
+                                                  "😀",          "👩‍👩‍👧",
+                                                  "é",          "e\u0301",
+                                                  "\n",         "\n\n",
+                                                  " ",          "\t",
+                                                  "\"",         "\\",
+                                                  "'",          "<",
+                                                  ">",          "</",
+                                                  "</thin",     "<think",
+                                                  "<｜",        "｜DSML",
+                                                  "<｜DS",      "｜",
+                                                  "▁",          "<｜end▁of",
+                                                  "</｜DSML",   "<｜DSML｜ call",
+                                                  "{\"a\": 1}", "[1, 2]",
+                                                  "&amp;",      "a<b & c",
+                                                  "𝔘𝔫𝔦",        "\r\n",
+                                                  "null",       "true",
+                                                  "  ",         "\u2028",
+                                                  "\x01",       "x"};
     for (;;) {
       std::string s;
       const int n = uni(0, max_frags);
@@ -338,8 +321,9 @@ TEST(OutputParser, TextRules) {
   // A held tag prefix that never completes is text after all.
   m = OutputParser::parse("a </thi", thinking_opts());
   EXPECT_EQ(m.reasoning_content, "a </thi");
-  m = OutputParser::parse("x<｜DSML｜ call");
-  EXPECT_EQ(m.content, "x<｜DSML｜ call");
+  m = OutputParser::parse("x<｜DSML｜ call");  // the start of a DSML tag, which is not shown
+  EXPECT_EQ(m.content, "x");
+  EXPECT_TRUE(m.malformed);
 }
 
 TEST(OutputParser, CallsAndTyping) {
@@ -429,32 +413,35 @@ TEST(OutputParser, ToolCallsVariants) {
   ASSERT_EQ(m.tool_calls.size(), 1u);
   EXPECT_FALSE(m.malformed);
 
-  // tool_choice none: DSML is just text.
+  // No tools offered: a calls block is dropped, not parsed and not shown.
   ParserOptions off;
   off.parse_tool_calls = false;
-  m = OutputParser::parse("x\n\n<｜DSML｜ calls>\n</｜DSML｜ calls>", off);
-  EXPECT_EQ(m.content, "x\n\n<｜DSML｜ calls>\n</｜DSML｜ calls>");
+  m = OutputParser::parse(
+      "x\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n\n</｜DSML｜ invoke>\n</｜DSML｜ "
+      "calls>",
+      off);
+  EXPECT_EQ(m.content, "x");
   EXPECT_TRUE(m.tool_calls.empty());
+  EXPECT_TRUE(m.malformed);
 }
 
-TEST(OutputParser, MalformedDegradesToContent) {
+TEST(OutputParser, MalformedDsmlIsDropped) {
   struct Case {
     const char* text;
     const char* content;  // expected content
     std::size_t calls;
   };
   const Case cases[] = {
-      {"a\n\n<｜DSML｜ calls>\nnot a tag</｜DSML｜ calls>", "anot a tag</｜DSML｜ calls>", 0},
+      // a broken block: dropped to its end, the calls before the break kept
+      {"a\n\n<｜DSML｜ calls>\nnot a tag</｜DSML｜ calls>", "a", 0},
       {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"k\" "
        "string=\"maybe\">v</｜DSML｜ parameter>",
-       "<｜DSML｜ parameter name=\"k\" string=\"maybe\">v</｜DSML｜ parameter>", 1},
+       "", 1},
       {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"k\" "
        "string=\"true\">a</｜DSML｜ parameter>\n"
        "<｜DSML｜ parameter name=\"k\" string=\"true\">b</｜DSML｜ parameter>\n</｜DSML｜ "
-       "invoke>\n</｜DSML｜ calls>",
-       "<｜DSML｜ parameter name=\"k\" string=\"true\">b</｜DSML｜ parameter>\n</｜DSML｜ "
-       "invoke>\n</｜DSML｜ calls>",
-       1},
+       "invoke>\n</｜DSML｜ calls>after",
+       "after", 1},
       {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ parameter name=\"k\" "
        "string=\"true\">trunc",
        "", 1},
@@ -462,9 +449,16 @@ TEST(OutputParser, MalformedDegradesToContent) {
        "string=\"false\">{\"a\": [1<｜end▁of▁sentence｜>",
        "", 1},
       {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n<｜DSML｜ param", "", 1},
-      {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\n\">", "<｜DSML｜ invoke name=\"f\n\">", 0},
+      {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\n\">", "", 0},
       {"<｜DSML｜ calls>\n</｜DSML｜ calls>\n\ntrailing words", "trailing words", 0},
       {"<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\"><｜end▁of▁sentence｜>", "", 1},
+      // stray tags outside a block: dropped up to the block's end or a new block
+      {"Sure. <｜DSML｜ invoke name=\"f\">\n</｜DSML｜ invoke>\n</｜DSML｜ calls> done",
+       "Sure.  done", 0},
+      {"x</｜DSML｜ parameter> y\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n\n</｜DSML｜ "
+       "invoke>\n</｜DSML｜ calls>",
+       "x", 1},
+      {"｜DSML｜ string=\"false\">junk<｜end▁of▁sentence｜>", "", 0},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
@@ -478,11 +472,17 @@ TEST(OutputParser, MalformedDegradesToContent) {
     const std::string t = c.text;
     for (std::size_t k = 0; k <= t.size(); ++k) {
       const ParseRun r = run_chunks(t, {k}, ParserOptions{});
-      ASSERT_TRUE(same(r, whole)) << "split at " << k;
+      ASSERT_TRUE(same(r, whole)) << "split at " << k << ": [" << r.msg.content << "] vs ["
+                                  << whole.msg.content << "]";
     }
   }
   // A truncated string parameter still yields valid JSON with what was received.
   const ParsedMessage m = OutputParser::parse(cases[3].text);
+  // In the reasoning a stray tag is dropped up to the reasoning's end; the answer is shown.
+  const ParsedMessage r =
+      OutputParser::parse("think <｜DSML｜ parameter> x</think>answer", thinking_opts());
+  EXPECT_EQ(r.reasoning_content, "think ");
+  EXPECT_EQ(r.content, "answer");
   EXPECT_EQ(m.tool_calls[0].arguments_json, R"({"k": "trunc"})");
 }
 

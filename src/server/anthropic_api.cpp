@@ -9,15 +9,6 @@ namespace {
 
 constexpr const char* kSignature = "cedar-local";  // thinking blocks are not signed
 
-std::string idx(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
-
-const std::string& str_field(const ojson& o, const char* key, const std::string& where) {
-  const auto it = o.find(key);
-  if (it == o.end() || !it->is_string())
-    throw ApiError(400, where + "." + key + ": Field required (a string)", where + "." + key);
-  return it->get_ref<const std::string&>();
-}
-
 // An Anthropic image block -> an OpenAI image_url part.
 ojson image_part(const ojson& b, const std::string& where) {
   const auto it = b.find("source");
@@ -27,10 +18,10 @@ ojson image_part(const ojson& b, const std::string& where) {
   const std::string type = src.value("type", "");
   std::string url;
   if (type == "base64") {
-    url = "data:" + str_field(src, "media_type", where + ".source") + ";base64," +
-          str_field(src, "data", where + ".source");
+    url = "data:" + string_field(src, "media_type", where + ".source") + ";base64," +
+          string_field(src, "data", where + ".source");
   } else if (type == "url") {
-    url = str_field(src, "url", where + ".source");
+    url = string_field(src, "url", where + ".source");
   } else {
     throw ApiError(400, where + ".source.type must be \"base64\" or \"url\"",
                    where + ".source.type");
@@ -46,11 +37,11 @@ std::string joined_text(const ojson& v, const std::string& where) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) {
     const ojson& b = v[i];
-    const std::string w = idx(where, i);
+    const std::string w = indexed(where, i);
     if (!b.is_object() || b.value("type", "") != "text")
       throw ApiError(400, w + " must be a text block", w);
     if (i) s += "\n\n";
-    s += str_field(b, "text", w);
+    s += string_field(b, "text", w);
   }
   return s;
 }
@@ -72,7 +63,7 @@ std::string document_text(const ojson& b, const std::string& where, const Warn& 
   const std::string type = it->value("type", "");
   std::string body;
   if (type == "text") {
-    body = str_field(*it, "data", where + ".source");
+    body = string_field(*it, "data", where + ".source");
   } else if (type == "content") {
     const auto c = it->find("content");
     if (c == it->end())
@@ -100,8 +91,8 @@ std::string document_text(const ojson& b, const std::string& where, const Warn& 
 
 // A search_result block as text: its title and source, then its text blocks.
 std::string search_result_text(const ojson& b, const std::string& where, const Warn& warn) {
-  const std::string& title = str_field(b, "title", where);
-  const std::string& source = str_field(b, "source", where);
+  const std::string& title = string_field(b, "title", where);
+  const std::string& source = string_field(b, "source", where);
   const auto c = b.find("content");
   if (c == b.end()) throw ApiError(400, where + ".content: Field required", where + ".content");
   warn_citations(b, warn);
@@ -112,8 +103,8 @@ std::string search_result_text(const ojson& b, const std::string& where, const W
 // A block of user content or of a tool result -> an OpenAI content part, or null for a block the
 // caller handles itself (tool_result).
 ojson user_part(const ojson& b, const std::string& where, const Warn& warn) {
-  const std::string& t = str_field(b, "type", where);
-  if (t == "text") return {{"type", "text"}, {"text", str_field(b, "text", where)}};
+  const std::string& t = block_type(b, where);
+  if (t == "text") return {{"type", "text"}, {"text", string_field(b, "text", where)}};
   if (t == "image") return image_part(b, where);
   if (t == "document") return {{"type", "text"}, {"text", document_text(b, where, warn)}};
   if (t == "search_result") return {{"type", "text"}, {"text", search_result_text(b, where, warn)}};
@@ -131,14 +122,12 @@ ojson tool_result_content(const ojson& b, const std::string& where, const Warn& 
   ojson parts = ojson::array();
   for (size_t i = 0; i < it->size(); ++i) {
     const ojson& p = (*it)[i];
-    const std::string w = idx(where + ".content", i);
-    if (!p.is_object()) throw ApiError(400, w + " must be an object", w);
+    const std::string w = indexed(where + ".content", i);
     ojson part = user_part(p, w, warn);
     if (part.is_null())
-      throw ApiError(
-          400,
-          w + ".type \"" + p["type"].get<std::string>() + "\" is not supported in a tool_result",
-          w + ".type");
+      throw ApiError(400,
+                     w + ".type \"" + block_type(p, w) + "\" is not supported in a tool_result",
+                     w + ".type");
     parts.push_back(std::move(part));
   }
   return parts;
@@ -149,7 +138,7 @@ ojson convert_tools(const ojson& tools, const Warn& warn) {
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const ojson& t = tools[i];
-    const std::string w = idx("tools", i);
+    const std::string w = indexed("tools", i);
     if (!t.is_object()) throw ApiError(400, w + " must be an object", w);
     if (t.contains("type") && t["type"].is_string() && t["type"] != "custom")
       throw ApiError(400,
@@ -162,7 +151,7 @@ ojson convert_tools(const ojson& tools, const Warn& warn) {
                 "tools[].defer_loading is not honoured: deferred tools are shown to the model "
                 "with the others");
     ojson f = ojson::object();
-    f["name"] = str_field(t, "name", w);
+    f["name"] = string_field(t, "name", w);
     if (t.contains("description")) f["description"] = t["description"];
     if (t.contains("input_schema")) f["parameters"] = t["input_schema"];
     if (t.contains("strict")) f["strict"] = t["strict"];
@@ -183,7 +172,8 @@ ojson convert_tool_choice(const ojson& tc, const Warn& warn) {
   if (t == "any") return "required";
   if (t == "none") return "none";
   if (t == "tool")
-    return {{"type", "function"}, {"function", {{"name", str_field(tc, "name", "tool_choice")}}}};
+    return {{"type", "function"},
+            {"function", {{"name", string_field(tc, "name", "tool_choice")}}}};
   throw ApiError(400, "tool_choice.type must be \"auto\", \"any\", \"tool\" or \"none\"",
                  "tool_choice.type");
 }
@@ -229,13 +219,11 @@ void convert_user(const ojson& content, const std::string& w, ojson* msgs, const
   ojson parts = ojson::array();
   for (size_t j = 0; j < content.size(); ++j) {
     const ojson& b = content[j];
-    const std::string wb = idx(w + ".content", j);
-    if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
-      throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
-    const std::string t = b["type"].get<std::string>();
+    const std::string wb = indexed(w + ".content", j);
+    const std::string& t = block_type(b, wb);
     if (t == "tool_result") {
       msgs->push_back({{"role", "tool"},
-                       {"tool_call_id", str_field(b, "tool_use_id", wb)},
+                       {"tool_call_id", string_field(b, "tool_use_id", wb)},
                        {"content", tool_result_content(b, wb, warn)}});
       continue;
     }
@@ -259,15 +247,13 @@ ojson convert_assistant(const ojson& content, const std::string& w, bool last) {
   } else {
     for (size_t j = 0; j < content.size(); ++j) {
       const ojson& b = content[j];
-      const std::string wb = idx(w + ".content", j);
-      if (!b.is_object() || !b.contains("type") || !b["type"].is_string())
-        throw ApiError(400, wb + " must be an object with a string \"type\"", wb);
-      const std::string t = b["type"].get<std::string>();
+      const std::string wb = indexed(w + ".content", j);
+      const std::string& t = block_type(b, wb);
       if (t == "text") {
-        text += str_field(b, "text", wb);
+        text += string_field(b, "text", wb);
       } else if (t == "thinking") {
         if (has_reasoning) reasoning += "\n\n";
-        reasoning += str_field(b, "thinking", wb);
+        reasoning += string_field(b, "thinking", wb);
         has_reasoning = true;
       } else if (t == "redacted_thinking") {
         // opaque to us: nothing to render
@@ -275,9 +261,10 @@ ojson convert_assistant(const ojson& content, const std::string& w, bool last) {
         const ojson input = b.contains("input") ? b["input"] : ojson::object();
         if (!input.is_object()) throw ApiError(400, wb + ".input must be an object", wb + ".input");
         calls.push_back(
-            {{"id", str_field(b, "id", wb)},
+            {{"id", string_field(b, "id", wb)},
              {"type", "function"},
-             {"function", {{"name", str_field(b, "name", wb)}, {"arguments", json_text(input)}}}});
+             {"function",
+              {{"name", string_field(b, "name", wb)}, {"arguments", json_text(input)}}}});
       } else {
         throw ApiError(400, wb + ".type \"" + t + "\" is not supported in an assistant message",
                        wb + ".type");
@@ -316,7 +303,7 @@ ojson anthropic_to_chat(const ojson& body, const Warn& warn) {
   const ojson& in = *mit;
   for (size_t i = 0; i < in.size(); ++i) {
     const ojson& m = in[i];
-    const std::string w = idx("messages", i);
+    const std::string w = indexed("messages", i);
     if (!m.is_object()) throw ApiError(400, w + " must be an object", w);
     const std::string role =
         m.contains("role") && m["role"].is_string() ? m["role"].get<std::string>() : std::string();

@@ -37,6 +37,24 @@ std::string require_model(const ojson& body) {
   return it->get<std::string>();
 }
 
+std::string indexed(const std::string& base, size_t i) {
+  return base + "[" + std::to_string(i) + "]";
+}
+
+const std::string& string_field(const ojson& o, const char* key, const std::string& where) {
+  const auto it = o.find(key);
+  if (it == o.end() || !it->is_string())
+    throw ApiError(400, where + "." + key + ": Field required (a string)", where + "." + key);
+  return it->get_ref<const std::string&>();
+}
+
+const std::string& block_type(const ojson& b, const std::string& where) {
+  const auto it = b.is_object() ? b.find("type") : b.end();
+  if (!b.is_object() || it == b.end() || !it->is_string())
+    throw ApiError(400, where + " must be an object with a string \"type\"", where);
+  return it->get_ref<const std::string&>();
+}
+
 namespace {
 
 void check_fits(int64_t prompt_tokens, int64_t ctx) {

@@ -60,6 +60,13 @@ int64_t unix_time();
 // The "model" field: a non-empty string (400 otherwise).
 std::string require_model(const ojson& body);
 
+// Helpers of the request conversions (Anthropic, Responses), whose 400s name the field at fault:
+// "base[i]"; the string field `key` of o (a 400 naming where.key when it is not one); the "type"
+// of a content block or item (a 400 when b is not an object with a string type).
+std::string indexed(const std::string& base, size_t i);
+const std::string& string_field(const ojson& o, const char* key, const std::string& where);
+const std::string& block_type(const ojson& b, const std::string& where);
+
 // Chat Completions body (possibly converted from another API) -> JobSpec. `tool_id_prefix`:
 // tool-call ids are prefix + index. Throws ApiError / text::RequestError; what cannot be honoured
 // goes to `warn`.

@@ -9,15 +9,6 @@ namespace cedar::server {
 
 namespace {
 
-std::string idx(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
-
-const std::string& str_field(const ojson& o, const char* key, const std::string& where) {
-  const auto it = o.find(key);
-  if (it == o.end() || !it->is_string())
-    throw ApiError(400, where + "." + key + " must be a string", where + "." + key);
-  return it->get_ref<const std::string&>();
-}
-
 std::string opt_str(const ojson& o, const char* key) {
   const auto it = o.find(key);
   return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -32,13 +23,11 @@ ojson convert_content(const ojson& c, const std::string& where, bool assistant) 
   std::string text;
   for (size_t i = 0; i < c.size(); ++i) {
     const ojson& p = c[i];
-    const std::string w = idx(where, i);
-    if (!p.is_object() || !p.contains("type") || !p["type"].is_string())
-      throw ApiError(400, w + " must be an object with a string \"type\"", w);
-    const std::string t = p["type"].get<std::string>();
+    const std::string w = indexed(where, i);
+    const std::string& t = block_type(p, w);
     if (t == "input_text" || t == "output_text" || t == "text" || t == "refusal") {
       const char* key = t == "refusal" ? "refusal" : "text";
-      const std::string& s = str_field(p, key, w);
+      const std::string& s = string_field(p, key, w);
       if (assistant)
         text += s;
       else
@@ -125,7 +114,7 @@ class ToolTable {
 
   void add_all(const ojson& tools) {
     if (!tools.is_array()) throw ApiError(400, "tools must be an array", "tools");
-    for (size_t i = 0; i < tools.size(); ++i) add(tools[i], idx("tools", i), "");
+    for (size_t i = 0; i < tools.size(); ++i) add(tools[i], indexed("tools", i), "");
   }
 
   // The Chat tools, and the kinds by the name the model sees.
@@ -170,13 +159,13 @@ class ToolTable {
     Entry e;
     e.tool.ns = ns;
     if (type == "function") {
-      e.tool.name = str_field(t, "name", w);
+      e.tool.name = string_field(t, "name", w);
       e.function = ojson::object();
       for (const char* k : {"description", "parameters", "strict"})
         if (t.contains(k) && !t[k].is_null()) e.function[k] = t[k];
     } else if (type == "custom") {
       e.tool.kind = ResponsesTool::Kind::kCustom;
-      e.tool.name = str_field(t, "name", w);
+      e.tool.name = string_field(t, "name", w);
       e.function = {{"description", opt_str(t, "description")},
                     {"parameters", custom_parameters(t, w, warn_)}};
     } else if (type == "local_shell" && ns.empty()) {
@@ -185,11 +174,11 @@ class ToolTable {
       e.function = {{"description", "Runs a command on the user's machine and returns its output."},
                     {"parameters", local_shell_parameters()}};
     } else if (type == "namespace" && ns.empty()) {
-      const std::string& name = str_field(t, "name", w);
+      const std::string& name = string_field(t, "name", w);
       const auto it = t.find("tools");
       if (it == t.end() || !it->is_array())
         throw ApiError(400, w + ".tools must be an array", w + ".tools");
-      for (size_t i = 0; i < it->size(); ++i) add((*it)[i], idx(w + ".tools", i), name);
+      for (size_t i = 0; i < it->size(); ++i) add((*it)[i], indexed(w + ".tools", i), name);
       return;
     } else {
       throw ApiError(400,
@@ -274,8 +263,8 @@ ojson resolve_references(const ojson& items) {
       out.push_back(it);
       continue;
     }
-    const std::string w = idx("input", i);
-    const std::string& id = str_field(it, "id", w);
+    const std::string w = indexed("input", i);
+    const std::string& id = string_field(it, "id", w);
     const auto found = by_id.find(id);
     if (found == by_id.end())
       throw ApiError(400,
@@ -306,15 +295,15 @@ class InputConverter {
       pending_reasoning_ += reasoning_text(item);
       have_reasoning_ = true;
     } else if (type == "function_call") {
-      for (const char* k : {"call_id", "name", "arguments"}) (void)str_field(item, k, w);
+      for (const char* k : {"call_id", "name", "arguments"}) (void)string_field(item, k, w);
       call(item["call_id"], table_.shown(opt_str(item, "namespace"), opt_str(item, "name")),
            item["arguments"]);
     } else if (type == "custom_tool_call") {
-      for (const char* k : {"call_id", "name", "input"}) (void)str_field(item, k, w);
+      for (const char* k : {"call_id", "name", "input"}) (void)string_field(item, k, w);
       call(item["call_id"], table_.shown(opt_str(item, "namespace"), opt_str(item, "name")),
            json_text({{"input", item["input"]}}));
     } else if (type == "local_shell_call") {
-      (void)str_field(item, "call_id", w);
+      (void)string_field(item, "call_id", w);
       const auto a = item.find("action");
       if (a == item.end() || !a->is_object())
         throw ApiError(400, w + ".action must be an object", w + ".action");
@@ -328,7 +317,7 @@ class InputConverter {
       // a summary of the conversation so far; kept as text (nothing here is encrypted)
       msgs_.push_back({{"role", "system"},
                        {"content", "Summary of the earlier conversation:\n\n" +
-                                       str_field(item, "encrypted_content", w)}});
+                                       string_field(item, "encrypted_content", w)}});
       assistant_open_ = false;
     } else {
       throw ApiError(400, w + ".type \"" + type + "\" is not supported", w + ".type");
@@ -365,7 +354,7 @@ class InputConverter {
   // local_shell_call_output names its call by "id" (the call's call_id); the others by call_id.
   void output(const ojson& item, const std::string& w, bool by_id) {
     const char* key = by_id && !item.contains("call_id") ? "id" : "call_id";
-    const std::string& id = str_field(item, key, w);
+    const std::string& id = string_field(item, key, w);
     ojson out = item.contains("output") ? item["output"] : ojson("");
     if (out.is_array()) out = convert_content(out, w + ".output", false);
     if (!out.is_string() && !out.is_array())
@@ -475,7 +464,7 @@ ResponsesRequest responses_to_chat(const ojson& body, const Warn& warn) {
   } else if (iit->is_array()) {
     const ojson items = resolve_references(*iit);
     InputConverter conv(table, &msgs);
-    for (size_t i = 0; i < items.size(); ++i) conv.item(items[i], idx("input", i));
+    for (size_t i = 0; i < items.size(); ++i) conv.item(items[i], indexed("input", i));
   } else {
     throw ApiError(400, "input must be a string or an array of items", "input");
   }

@@ -12,44 +12,14 @@ import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { dsmlCall, startServer } from '../server/helpers.mjs';
 
-export const BIN = process.env.CEDAR_BIN;
-if (!BIN) throw new Error('set CEDAR_BIN to the cedar binary');
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 export const CLIENT_BIN = path.join(HERE, 'node_modules', '.bin');
 
-// `cedar serve` with the embedded default model on a free loopback port.
-export async function startCedar(extraArgs = []) {
-  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '-t',
-                process.env.CEDAR_TEST_THREADS ?? '2', '--enable-test-hooks', ...extraArgs];
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
-  const port = await new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('cedar did not start in 120 s: ' + stderr)),
-                             120000);
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    });
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`cedar exited with ${code} before listening: ${stderr}`));
-    });
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    get stderr() { return stderr; },
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null)
-        return { code: proc.exitCode, signal: proc.signalCode };
-      const done = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-      proc.kill('SIGTERM');
-      return done;
-    },
-  };
+// `cedar serve` with the embedded default model on a free loopback port, test hooks on.
+export function startCedar(extraArgs = []) {
+  return startServer(extraArgs, { model: null });
 }
 
 // The usage a response body reports (streamed or not, any of the three APIs): prompt tokens and
@@ -170,17 +140,10 @@ export function runClient(cmd, args, { env, cwd, timeoutMs = 240000, input = '' 
   });
 }
 
-// A DSML tool-call block as V4.1 writes it, after the reasoning when the prompt opened one: what
-// the test hook makes cedar answer with.
+// A call of `name` as V4.1 writes it, after the reasoning when the prompt opened one: what the
+// test hook makes cedar answer with.
 export function dsmlAnswer(thinking, name, params) {
-  const lines = ['<｜DSML｜ calls>', `<｜DSML｜ invoke name="${name}">`];
-  for (const [k, v] of Object.entries(params)) {
-    const raw = typeof v === 'string';
-    lines.push(`<｜DSML｜ parameter name="${k}" string="${raw}">${raw ? v : JSON.stringify(v)}` +
-               '</｜DSML｜ parameter>');
-  }
-  lines.push('</｜DSML｜ invoke>', '</｜DSML｜ calls>');
-  return (thinking ? 'I will run the command.</think>' : '') + '\n\n' + lines.join('\n');
+  return (thinking ? 'I will run the command.</think>' : '') + dsmlCall(name, params);
 }
 
 // The environment every client runs in: its own HOME, traffic to anything but loopback sent to

@@ -41,8 +41,10 @@ export function tinyModel() {
 }
 
 // Starts `cedar serve` on a free loopback port. Resolves to { url, port, proc, stderr, stop }.
-export async function startServer(extraArgs = [], { testHooks = true } = {}) {
-  const args = ['serve', '-m', tinyModel(), '--host', '127.0.0.1', '--port', '0',
+// `model`: a model directory, null for the embedded default model; absent: tinyModel().
+export async function startServer(extraArgs = [], { testHooks = true, model } = {}) {
+  const dir = model === undefined ? tinyModel() : model;
+  const args = ['serve', ...(dir === null ? [] : ['-m', dir]), '--host', '127.0.0.1', '--port', '0',
                 '-t', process.env.CEDAR_TEST_THREADS ?? '2', ...extraArgs];
   if (testHooks) args.push('--enable-test-hooks');
   const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });

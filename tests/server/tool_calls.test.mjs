@@ -5,13 +5,10 @@
 // malformed cases.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { BIN, startServer, post } from './helpers.mjs';
+import { startServer, post } from './helpers.mjs';
 
 let srv;
-before(async () => {
-  srv = await startServer(['-m', path.join(path.dirname(BIN), 'models', 'default')]);
-});
+before(async () => { srv = await startServer([], { model: null }); });
 after(async () => {
   const { code, signal } = await srv.stop();
   assert.equal(signal, null, srv.stderr);

@@ -15,7 +15,9 @@ TokenTrie::TokenTrie(const text::Tokenizer& tok) : vocab_(tok.vocab_size()) {
   nodes_.emplace_back();                           // the root
   std::vector<std::pair<uint32_t, int32_t>> ends;  // (node, id)
   // The DSML tag marker is the one added token a grammar writes: the model spells every tag of a
-  // calls block with it, and a mask without it would force the tags into plain pieces.
+  // calls block with it, and a mask without it would force the tags into plain pieces. No other
+  // token holds the marker's bytes (a plain one that did is left out): the tool-call grammar's
+  // mask keys rely on it (text/dsml_grammar.h).
   const auto marker = tok.token_to_id(text::kDsmlMarker);
   std::string b;
   for (int32_t id = 0; id < vocab_; ++id) {
@@ -23,6 +25,7 @@ TokenTrie::TokenTrie(const text::Tokenizer& tok) : vocab_(tok.vocab_size()) {
     b.clear();
     tok.append_token_bytes(id, &b);
     if (b.empty()) continue;
+    if (id != marker && b.find(text::kDsmlMarker) != std::string::npos) continue;
     uint32_t at = 0;
     for (const char ch : b) {
       const uint8_t c = uint8_t(ch);
@@ -76,27 +79,62 @@ void GrammarConstraint<Matcher>::search(uint32_t node, const Matcher& m, Bits* a
   }
 }
 
+std::shared_ptr<const TokenMask> TokenTrie::shared(const std::string& key) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  const auto it = shared_.find(key);
+  return it == shared_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const TokenMask> TokenTrie::share(const std::string& key,
+                                                  std::shared_ptr<const TokenMask> mask) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (const auto it = shared_.find(key); it != shared_.end()) return it->second;
+  if (shared_.size() < kMaxShared) shared_.emplace(key, mask);
+  return mask;
+}
+
+namespace {
+
+// Whether a matcher's state key holds nothing of its request's grammar, so that its mask may be
+// shared by every request (text/dsml_grammar.h: free text, the inside of a raw value).
+bool shareable(const text::JsonMatcher&) { return false; }
+bool shareable(const text::ToolCallMatcher& m) { return m.grammar_free_key(); }
+
+}  // namespace
+
 template <class Matcher>
-const typename GrammarConstraint<Matcher>::Mask& GrammarConstraint<Matcher>::allowed(
-    size_t n_logits) {
+std::shared_ptr<const TokenMask> GrammarConstraint<Matcher>::build_mask(size_t n_logits) const {
+  auto mask = std::make_shared<TokenMask>();
+  mask->allowed.assign((size_t(trie_.vocab_size()) + 63) / 64, 0);
+  search(0, m_, &mask->allowed);  // a finished matcher refuses every byte: an empty mask
+  for (size_t i = 0; i < n_logits && mask->refused.size() <= kMaxSparse; ++i)
+    if (i >= size_t(trie_.vocab_size()) || !(mask->allowed[i / 64] >> (i % 64) & 1))
+      mask->refused.push_back(int32_t(i));
+  mask->sparse = mask->refused.size() <= kMaxSparse;
+  if (!mask->sparse) mask->refused = {};
+  return mask;
+}
+
+template <class Matcher>
+const TokenMask& GrammarConstraint<Matcher>::allowed(size_t n_logits) {
   std::string key = m_.key();
-  if (auto it = cache_.find(key); it != cache_.end()) return it->second;
+  if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
   if (cache_.size() >= kMaxCachedStates) cache_.clear();
-  Mask mask;
-  mask.allowed.assign((size_t(trie_.vocab_size()) + 63) / 64, 0);
-  search(0, m_, &mask.allowed);  // a finished matcher refuses every byte: an empty mask
-  for (size_t i = 0; i < n_logits && mask.refused.size() <= kMaxSparse; ++i)
-    if (i >= size_t(trie_.vocab_size()) || !(mask.allowed[i / 64] >> (i % 64) & 1))
-      mask.refused.push_back(int32_t(i));
-  mask.sparse = mask.refused.size() <= kMaxSparse;
-  if (!mask.sparse) mask.refused = {};
-  return cache_.emplace(std::move(key), std::move(mask)).first->second;
+  std::shared_ptr<const TokenMask> mask;
+  if (shareable(m_)) {
+    const std::string shared_key = "tool:" + std::to_string(n_logits) + ":" + key;
+    mask = trie_.shared(shared_key);
+    if (!mask) mask = trie_.share(shared_key, build_mask(n_logits));
+  } else {
+    mask = build_mask(n_logits);
+  }
+  return *cache_.emplace(std::move(key), std::move(mask)).first->second;
 }
 
 template <class Matcher>
 void GrammarConstraint<Matcher>::mask(std::span<float> logits) {
   if (broken_) return;
-  const Mask& m = allowed(logits.size());
+  const TokenMask& m = allowed(logits.size());
   // the stop tokens are added tokens, never in the trie: kept aside, restored below
   for (size_t s = 0; s < stop_ids_.size(); ++s)
     stop_logits_[s] = stop_ids_[s] >= 0 && size_t(stop_ids_[s]) < logits.size()

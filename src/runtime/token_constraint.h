@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -20,8 +21,20 @@
 
 namespace cedar::runtime {
 
+// The tokens a state of a grammar allows: a bit per token, and -- when few tokens are refused, as
+// in free text -- the refused ones, so that a step sets those few logits instead of walking the
+// whole vocabulary.
+struct TokenMask {
+  std::vector<uint64_t> allowed;
+  bool sparse = false;
+  std::vector<int32_t> refused;  // sparse: every id below the logits' size that is not allowed
+};
+
 // The plain-text tokens of a vocabulary by their bytes, and the DSML tag marker; the other added
-// tokens (<think>, the stop tokens, ...) are left out. Built once per engine.
+// tokens (<think>, the stop tokens, ...) are left out, and so would be a plain token holding the
+// marker's bytes (the marker token is the only token that holds them). Built once per engine.
+// It also keeps the masks of grammar states that belong to no request in particular (free
+// answer text beside tools, the inside of a raw tool-call value), shared by every request.
 class TokenTrie {
  public:
   struct Node {
@@ -34,10 +47,19 @@ class TokenTrie {
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<int32_t>& ids() const { return ids_; }
 
+  // The shared mask of `key`, or nullptr; share() keeps a mask (the first one of a key wins, and
+  // at most kMaxShared are kept) and returns the one kept. Thread-safe.
+  std::shared_ptr<const TokenMask> shared(const std::string& key) const;
+  std::shared_ptr<const TokenMask> share(const std::string& key,
+                                         std::shared_ptr<const TokenMask> mask) const;
+
  private:
+  static constexpr size_t kMaxShared = 256;
   std::vector<Node> nodes_;
   std::vector<int32_t> ids_;
   int32_t vocab_ = 0;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const TokenMask>> shared_;
 };
 
 // What the generator sees of a constraint.
@@ -66,15 +88,9 @@ class GrammarConstraint final : public TokenConstraint {
 
  private:
   using Bits = std::vector<uint64_t>;
-  // A state's mask: the allowed tokens, and -- when few tokens are refused, as in free text --
-  // the refused ones, so that a step sets those few logits instead of walking the vocabulary.
-  struct Mask {
-    Bits allowed;
-    bool sparse = false;
-    std::vector<int32_t> refused;  // sparse: every id below the logits' size that is not allowed
-  };
   void search(uint32_t node, const Matcher& m, Bits* allowed) const;
-  const Mask& allowed(size_t n_logits);
+  std::shared_ptr<const TokenMask> build_mask(size_t n_logits) const;
+  const TokenMask& allowed(size_t n_logits);
 
   const TokenTrie& trie_;
   const text::Tokenizer& tok_;
@@ -82,7 +98,7 @@ class GrammarConstraint final : public TokenConstraint {
   std::vector<int32_t> stop_ids_;
   std::vector<float> stop_logits_;  // mask()'s scratch, one per stop id (no allocation per step)
   bool broken_ = false;
-  std::unordered_map<std::string, Mask> cache_;
+  std::unordered_map<std::string, std::shared_ptr<const TokenMask>> cache_;
   std::string bytes_;  // scratch: one token's bytes
 };
 

@@ -365,12 +365,16 @@ void ToolCallMatcher::invoke_body() {
          Then::kInvokeBody);
 }
 
-void ToolCallMatcher::after_param() {
+// Which of "\n" + a parameter opening (bit 0: an unused parameter is left) and "\n" + the invoke's
+// end (bit 1: every required parameter is there) may follow the parameter just closed.
+uint64_t ToolCallMatcher::after_param_alive() const {
   const auto& t = g_->tools()[size_t(tool_)];
   const uint64_t all = t.params.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << t.params.size()) - 1;
-  const bool more = (all & ~used_) != 0;
-  const bool may_end = (t.required & ~used_) == 0;
-  expect(&after_param_lits(), (more ? 1 : 0) | (may_end ? 2 : 0), Then::kInvokeBody);
+  return ((all & ~used_) != 0 ? 1 : 0) | ((t.required & ~used_) == 0 ? 2 : 0);
+}
+
+void ToolCallMatcher::after_param() {
+  expect(&after_param_lits(), after_param_alive(), Then::kInvokeBody);
 }
 
 std::string ToolCallMatcher::key() const {
@@ -378,6 +382,17 @@ std::string ToolCallMatcher::key() const {
   auto put = [&k](const void* p, size_t n) { k.append(static_cast<const char*>(p), n); };
   const uint8_t head[] = {uint8_t(phase_), uint8_t(then_)};
   put(head, sizeof head);
+  if (phase_ == Phase::kRawValue || phase_ == Phase::kJsonValue) {
+    // Inside a value, one token reaches at most the marker of the tag after it (no token but
+    // the marker token holds the marker: runtime/token_constraint.h), so what lies beyond the
+    // parameter's close -- which tool, which parameters are left -- matters only as the two
+    // endings it allows. A value of one tool and of another share their (whole-trie) mask.
+    const uint64_t alive = after_param_alive();
+    put(&alive, sizeof alive);
+    put(&open_, sizeof open_);
+    if (json_) k += json_->key();
+    return k;
+  }
   put(&lits_, sizeof lits_);
   put(&alive_, sizeof alive_);
   put(&pos_, sizeof pos_);

@@ -97,7 +97,11 @@ class ToolCallMatcher {
   bool step(uint8_t c);  // feed() without the undo (state garbage on false)
   // The output may end here: the block is complete, or (free start) no block has begun.
   bool done() const;
+  // Equal keys accept the same continuations up to the next tag marker (the mask cache's key).
   std::string key() const;
+  // The key holds nothing of this grammar (free text, the inside of a raw value): a state of any
+  // grammar with the same key accepts the same tokens.
+  bool grammar_free_key() const { return phase_ == Phase::kFree || phase_ == Phase::kRawValue; }
 
  private:
   enum class Phase : uint8_t { kFree, kLiteral, kName, kSpelling, kRawValue, kJsonValue, kDone };
@@ -111,6 +115,7 @@ class ToolCallMatcher {
   void completed(size_t which);
   void invoke_body();
   void after_param();
+  uint64_t after_param_alive() const;
 
   const ToolGrammar* g_;
   Phase phase_;

@@ -118,5 +118,43 @@ TEST(ToolCallConstraint, RandomLogitsWriteOnlyDeclaredToolsAndNoStrayTags) {
   EXPECT_GT(calls, 0);  // the bias makes calls: the test saw some
 }
 
+// The masks of free text and of raw values are shared by every request of an engine, and a raw
+// value's mask does not depend on the tool or its used parameters: the mask one grammar finds in
+// the shared cache equals the one computed afresh for it.
+TEST(ToolCallConstraint, SharedMasksEqualMasksComputedAfresh) {
+  const TokenTrie shared(tokenizer());
+  const text::ToolGrammar a = text::ToolGrammar::compile(kAgentTools, /*forced=*/false);
+  const text::ToolGrammar b = text::ToolGrammar::compile(ojson::parse(R"([
+    {"type":"function","function":{"name":"write","parameters":{"type":"object","properties":{
+      "path":{"type":"string"},"text":{"type":"string"}}}}}])"),
+                                                         /*forced=*/false);
+  const std::string open = "ok\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"";
+  const std::string in_a =
+      open + "Bash\">\n<｜DSML｜ parameter name=\"command\" string=\"true\">ls";
+  const std::string in_b =
+      open + "write\">\n<｜DSML｜ parameter name=\"text\" string=\"true\">hi <";
+  auto masked = [](const TokenTrie& trie, const text::ToolGrammar& g, const std::string& text) {
+    ToolCallConstraint c(trie, tokenizer(), text::ToolCallMatcher(&g, text::CallStart::kFree),
+                         {kEos});
+    for (const int32_t id : tokenizer().encode(text, /*allow_special=*/true)) c.accept(id);
+    std::vector<float> logits(size_t(trie.vocab_size()), 1.0f);
+    c.mask(logits);
+    return logits;
+  };
+  using Case = std::pair<const text::ToolGrammar*, std::string>;
+  for (const auto& [g, text] :
+       {Case{&a, in_a}, Case{&b, in_b}, Case{&a, "Sure."}, Case{&b, "Sure <"}}) {
+    const std::vector<float> via_shared = masked(shared, *g, text);
+    const std::vector<float> again = masked(shared, *g, text);  // from the shared cache
+    const TokenTrie fresh(tokenizer());
+    EXPECT_EQ(via_shared, masked(fresh, *g, text)) << text;
+    EXPECT_EQ(again, via_shared) << text;
+  }
+  // the first raw value's mask serves the other grammar's raw value: the same allowed tokens
+  const TokenTrie fresh(tokenizer());
+  EXPECT_EQ(masked(shared, b, in_b.substr(0, in_b.size() - 1)),
+            masked(fresh, b, in_b.substr(0, in_b.size() - 1)));
+}
+
 }  // namespace
 }  // namespace cedar::runtime

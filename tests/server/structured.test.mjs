@@ -88,10 +88,10 @@ test('a schema the constraint cannot enforce is a 400 that names the feature', a
   const r = await post(srv.url + '/v1/chat/completions', {
     model: 'm', messages: ASK,
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: {
-      type: 'object', properties: { a: { type: 'string', pattern: '^x' } } } } },
+      type: 'object', properties: { a: { type: 'string', not: { pattern: '^x' } } } } } },
   });
   assert.equal(r.status, 400, r.text);
-  assert.match(r.json.error.message, /"pattern" is not supported/);
+  assert.match(r.json.error.message, /"not" is not supported/);
   assert.match(r.json.error.param, /response_format\.json_schema\.schema\.properties\.a/);
 });
 
@@ -199,7 +199,7 @@ test('a strict tool whose schema cannot be enforced is a 400 naming the paramete
   const r = await post(srv.url + '/v1/chat/completions', {
     model: 'm', messages: CALL_ASK,
     tools: [{ type: 'function', function: { name: 'f', strict: true, parameters: {
-      type: 'object', properties: { a: { type: 'integer', minimum: 3 } } } } }],
+      type: 'object', properties: { a: { type: 'integer', not: { minimum: 3 } } } } } }],
   });
   assert.equal(r.status, 400, r.text);
   assert.match(r.json.error.param, /tools\[0\]\.function\.parameters\.properties\.a/);

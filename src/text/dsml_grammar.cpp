@@ -98,21 +98,28 @@ ToolGrammar ToolGrammar::compile(const ojson& tools) {
       t.params.push_back(name);
       bool raw = false, json = false;
       value_kinds(prop, &raw, &json);
+      std::shared_ptr<JsonSchema> compiled;  // nullptr: not enforceable
+      try {
+        compiled = std::make_shared<JsonSchema>(
+            JsonSchema::compile_value(prop, path, params, at + ".parameters"));
+      } catch (const RequestError&) {
+        if (strict) throw;
+      }
+      // raw text is checked by nothing: constrained strings (enum, pattern, format, lengths)
+      // are written as JSON strings instead, through the matcher
+      if (raw && compiled && !admits_any_string(compiled->root())) raw = false, json = true;
       if (raw) {
         t.entries.push_back(Entry{index, true, nullptr});
         t.lits.push_back(name + "\" string=\"true\">");
       }
       if (json) {
         const SchemaNode* schema = nullptr;  // any value
-        try {
-          g.schemas_.push_back(std::make_shared<JsonSchema>(JsonSchema::compile_value(prop, path)));
-          schema = g.schemas_.back()->root();
-        } catch (const RequestError&) {
-          if (strict) throw;
-          if (!raw) {  // not enforceable: raw text is allowed too
-            t.entries.push_back(Entry{index, true, nullptr});
-            t.lits.push_back(name + "\" string=\"true\">");
-          }
+        if (compiled) {
+          g.schemas_.push_back(compiled);
+          schema = compiled->root();
+        } else if (!raw) {  // not enforceable: raw text is allowed too
+          t.entries.push_back(Entry{index, true, nullptr});
+          t.lits.push_back(name + "\" string=\"true\">");
         }
         t.entries.push_back(Entry{index, false, schema});
         t.lits.push_back(name + "\" string=\"false\">");

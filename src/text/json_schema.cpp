@@ -104,7 +104,7 @@ SchemaCompiler::SchemaCompiler(JsonSchema* out, const ojson& doc, std::string pa
   false_->types = 0;
   any_->arr.rest = any_;
   false_->arr.rest = any_;
-  scan_document();
+  scan_document(doc_);
 }
 
 Draft* SchemaCompiler::make(const std::string& path) {
@@ -121,9 +121,9 @@ Draft* SchemaCompiler::make(const std::string& path) {
 // Whether '#' pointers mean this document: not when a nested $id / id moves the base URI (the
 // references below it would then be relative to another resource). Checked once, by a walk
 // that skips the keywords holding plain JSON values.
-void SchemaCompiler::scan_document() {
+void SchemaCompiler::scan_document(const ojson& doc) {
   bool refs = false, ids = false;
-  std::vector<std::pair<const ojson*, int>> stack{{&doc_, 0}};
+  std::vector<std::pair<const ojson*, int>> stack{{&doc, 0}};
   while (!stack.empty()) {
     auto [v, depth] = stack.back();
     stack.pop_back();
@@ -142,7 +142,9 @@ void SchemaCompiler::scan_document() {
       stack.emplace_back(&x, depth + 1);
     }
   }
-  ids_move_base_ = refs && ids;
+  refs_ |= refs;
+  ids_ |= ids;
+  ids_move_base_ = refs_ && ids_;
 }
 
 void SchemaCompiler::add_literal_bytes(size_t n, const std::string& path) {
@@ -579,15 +581,30 @@ Draft* SchemaCompiler::const_of(const ojson& v, const std::string& path) {
 
 // ---- the public entry points -----------------------------------------------------------------
 
+bool admits_any_string(const SchemaNode* node) {
+  if (!node->alts.empty())
+    return std::any_of(node->alts.begin(), node->alts.end(), admits_any_string);
+  const StringRule& r = node->str;
+  return (node->types & SchemaNode::kString) && r.sat && !r.dfa && r.min_len == 0 &&
+         r.max_len == UINT32_MAX;
+}
+
 JsonSchema JsonSchema::compile_value(const ojson& schema, const std::string& param) {
   JsonSchema s;
-  s.root_ = SchemaCompiler(&s, schema, param).run(false);
+  s.root_ = SchemaCompiler(&s, schema, param).run(schema, param, false);
+  return s;
+}
+
+JsonSchema JsonSchema::compile_value(const ojson& schema, const std::string& param,
+                                     const ojson& document, const std::string& document_param) {
+  JsonSchema s;
+  s.root_ = SchemaCompiler(&s, document, document_param).run(schema, param, false);
   return s;
 }
 
 JsonSchema JsonSchema::compile(const ojson& schema, const std::string& param) {
   JsonSchema s;
-  s.root_ = SchemaCompiler(&s, schema, param).run(true);
+  s.root_ = SchemaCompiler(&s, schema, param).run(schema, param, true);
   return s;
 }
 

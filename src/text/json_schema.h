@@ -109,6 +109,9 @@ struct SchemaNode {
   uint8_t md_object = kUnsat, md_array = kUnsat, md = kUnsat;
 };
 
+// Every string is a value of node (a tool parameter written as raw text needs no check).
+bool admits_any_string(const SchemaNode* node);
+
 class SchemaCompiler;
 
 class JsonSchema {
@@ -118,6 +121,10 @@ class JsonSchema {
   static JsonSchema compile(const ojson& schema, const std::string& param);
   // Any value at the top level (a tool parameter's schema).
   static JsonSchema compile_value(const ojson& schema, const std::string& param);
+  // A part of a larger document (a tool parameter of a tool's "parameters"): its '#' references
+  // resolve in `document` (named document_param in errors).
+  static JsonSchema compile_value(const ojson& schema, const std::string& param,
+                                  const ojson& document, const std::string& document_param);
   static JsonSchema any_object();  // response_format json_object
   const SchemaNode* root() const { return root_; }
 

@@ -420,8 +420,10 @@ void SchemaCompiler::finish_fits() {
   }
 }
 
-const SchemaNode* SchemaCompiler::run(bool container_root) {
-  Draft* root = from_json(doc_, param_);
+const SchemaNode* SchemaCompiler::run(const ojson& start, const std::string& start_param,
+                                      bool container_root) {
+  if (&start != &doc_) scan_document(start);
+  Draft* root = from_json(start, start_param);
   resolve(root);
   if (container_root) {  // response_format: the answer is an object or an array
     Draft* c = make(param_);
@@ -442,13 +444,13 @@ const SchemaNode* SchemaCompiler::run(bool container_root) {
   if (root->out->md == kUnsat) {
     const uint8_t types = root->out->alts.empty() ? root->out->types : SchemaNode::kAllTypes;
     if (container_root && types == 0)
-      fail(param_, "the schema's top level must be an object (or an array)");
+      fail(start_param, "the schema's top level must be an object (or an array)");
     if (!unsat_.empty()) fail(unsat_[0].first, unsat_[0].second + ": the schema admits no value");
-    fail(param_, container_root
-                     ? "the schema admits no object or array (its keywords contradict "
-                       "each other, or it nests deeper than " +
-                           std::to_string(kMaxJsonDepth) + " levels)"
-                     : "the schema admits no value (its keywords contradict each other)");
+    fail(start_param, container_root
+                          ? "the schema admits no object or array (its keywords contradict "
+                            "each other, or it nests deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels)"
+                          : "the schema admits no value (its keywords contradict each other)");
   }
   return root->out;
 }

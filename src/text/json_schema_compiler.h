@@ -90,9 +90,11 @@ struct Draft {
 
 class SchemaCompiler {
  public:
+  // doc: the document '#' references resolve in; param: its name in errors.
   SchemaCompiler(JsonSchema* out, const ojson& doc, std::string param);
-  // The root node; container_root: only objects and arrays at the top level.
-  const SchemaNode* run(bool container_root);
+  // The node of `start` (doc itself or a part of it, named start_param); container_root: only
+  // objects and arrays at its top level.
+  const SchemaNode* run(const ojson& start, const std::string& start_param, bool container_root);
 
   [[noreturn]] static void fail(const std::string& path, const std::string& why);
 
@@ -114,7 +116,7 @@ class SchemaCompiler {
   Draft* enum_of(const ojson& values, const std::string& path);
   Draft* const_of(const ojson& v, const std::string& path);
   void add_literal_bytes(size_t n, const std::string& path);
-  void scan_document();
+  void scan_document(const ojson& doc);
 
   // ---- json_schema_merge.cpp
   Draft* conj(Draft* a, Draft* b);
@@ -147,7 +149,8 @@ class SchemaCompiler {
   Draft* any_ = nullptr;
   Draft* false_ = nullptr;
   int inline_depth_ = 0;
-  bool ids_move_base_ = false;  // a nested $id / id: '#' pointers would not mean the document
+  bool refs_ = false, ids_ = false;  // a $ref; an $id / id below the top
+  bool ids_move_base_ = false;       // both: '#' pointers would not mean the document
   size_t literal_bytes_ = 0;
   size_t dfa_states_ = 0;
   std::map<std::vector<std::string>, const ByteDfa*> pattern_cache_;

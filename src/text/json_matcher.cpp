@@ -473,12 +473,12 @@ std::string JsonMatcher::key() const {
     if (f.array) {
       const ArrayRule& a = *f.node->arr;
       put(quantize(f.count, std::max<uint32_t>(a.min_items, uint32_t(a.prefix.size())), a.max_items,
-                   256));
+                   kKeyClip));
       continue;
     }
     const ObjectRule& o = *f.node->obj;
     put(f.used);
-    put(quantize(f.count, o.min_props, o.max_props, 256));
+    put(quantize(f.count, o.min_props, o.max_props, kKeyClip));
     const bool distinct = o.distinct_free && f.count < o.min_props;
     if (distinct) k.append(reinterpret_cast<const char*>(f.seen), f.nseen * sizeof(uint32_t));
     if (h_.in_key && i >= h_.level[top()]) {

@@ -41,16 +41,20 @@ struct SchemaLimits {
   static constexpr size_t kMaxLiteralBytes = 1 << 20;  // enum / const / property name bytes
   static constexpr size_t kMaxDfaStates = 4096;        // states of one pattern's automaton
   static constexpr size_t kMaxTotalDfaStates = 200000;
-  static constexpr int kMaxInlineDepth = 64;       // allOf / anyOf / $ref nested in place
-  static constexpr uint64_t kMaxCount = 1000000;   // minItems / minLength / minProperties
-  static constexpr size_t kMaxTracked = 128;       // properties an object tracks (required)
-  static constexpr uint32_t kMaxDistinctFree = 4;  // free keys minProperties may need
+  static constexpr uint64_t kMaxRegexWork = 50000000;  // steps building all pattern automata
+  static constexpr int kMaxInlineDepth = 64;           // allOf / anyOf / $ref nested in place
+  static constexpr uint64_t kMaxCount = 1000000;       // minItems / minLength / minProperties
+  static constexpr size_t kMaxTracked = 128;           // properties an object tracks (required)
+  static constexpr uint32_t kMaxDistinctFree = 4;      // free keys minProperties may need
 };
 
 constexpr uint8_t kUnsat = 0xFF;  // SchemaNode::md*: no value fits
 // Containers nest at most this deep in an answer (JsonMatcher::kMaxDepth); a recursive schema
 // is followed down to it.
 constexpr int kMaxJsonDepth = 16;
+// JsonMatcher::key() saturates counters here (plus what an automaton still needs): no token
+// (at most 256 bytes in the release vocabulary) can tell two values apart beyond it.
+constexpr uint32_t kKeyClip = 257;
 
 struct SchemaNode;
 

@@ -12,8 +12,6 @@ namespace cedar::text {
 
 namespace {
 
-constexpr uint32_t kTokenClip = 256;  // longer than any token of the vocabulary, in bytes
-
 uint32_t clamp32(uint64_t v) { return v > UINT32_MAX ? UINT32_MAX : uint32_t(v); }
 
 uint64_t code_points(std::string_view s) {
@@ -58,7 +56,7 @@ const ByteDfa* SchemaCompiler::pattern_dfa(const std::vector<std::string>& patte
   if (const auto it = pattern_cache_.find(patterns); it != pattern_cache_.end()) return it->second;
   ByteDfa* d = nullptr;
   try {
-    d = own_dfa(ByteDfa::patterns(patterns, SchemaLimits::kMaxDfaStates), path);
+    d = own_dfa(ByteDfa::patterns(patterns, SchemaLimits::kMaxDfaStates, &regex_work_), path);
   } catch (const RegexError& e) {
     std::string names;
     for (const auto& p : patterns) names += (names.empty() ? "\"" : ", \"") + p + "\"";
@@ -134,7 +132,7 @@ void SchemaCompiler::build_object(Draft* d) {
   ByteDfa* keys = nullptr;
   if (!comps.empty()) {
     try {
-      keys = own_dfa(ByteDfa::patterns(comps, SchemaLimits::kMaxDfaStates), d->path);
+      keys = own_dfa(ByteDfa::patterns(comps, SchemaLimits::kMaxDfaStates, &regex_work_), d->path);
     } catch (const RegexError& e) {
       fail(d->path, std::string("patternProperties / propertyNames: ") + e.what());
     }
@@ -241,7 +239,7 @@ void SchemaCompiler::build_object(Draft* d) {
   }
   o.key_min = clamp32(r.name_min);
   o.key_max = clamp32(r.name_max);
-  o.key_clip = kTokenClip + (o.keys ? o.keys->rem_clip() : 0);
+  o.key_clip = kKeyClip + (o.keys ? o.keys->rem_clip() : 0);
   o.min_props = clamp32(r.min_props);
   o.max_props = clamp32(r.max_props);
   if (o.free && r.min_props > 1) {  // free keys may count towards minProperties: each distinct
@@ -299,7 +297,7 @@ void SchemaCompiler::build_string(Draft* d) {
   r.sat = r.min_len <= r.max_len &&
           (!st || (st->min_rem != ByteDfa::kInf && st->min_rem <= r.max_len &&
                    (st->max_rem == ByteDfa::kInf || st->max_rem >= r.min_len)));
-  r.clip = kTokenClip + (r.dfa ? r.dfa->rem_clip() : 0);
+  r.clip = kKeyClip + (r.dfa ? r.dfa->rem_clip() : 0);
   if (!r.sat && (d->types & ~SchemaNode::kString) == 0)
     unsat(d->path, s.has_lits ? "no enum / const string satisfies the string keywords"
                               : "no string satisfies pattern / format / minLength / maxLength");
@@ -403,7 +401,7 @@ void SchemaCompiler::finish_objects() {
       for (uint32_t s = 0; s < b.keys->size(); ++s)
         if (!b.keys->state(s).final) o.free_values[s] = nullptr;
       if (b.keys->empty()) o.free = false;
-      o.key_clip = kTokenClip + b.keys->rem_clip();
+      o.key_clip = kKeyClip + b.keys->rem_clip();
     } else if (o.free && o.free_value && o.free_value->md == kUnsat) {
       o.free = false;
     }

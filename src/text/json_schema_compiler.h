@@ -153,6 +153,7 @@ class SchemaCompiler {
   bool ids_move_base_ = false;       // both: '#' pointers would not mean the document
   size_t literal_bytes_ = 0;
   size_t dfa_states_ = 0;
+  uint64_t regex_work_ = SchemaLimits::kMaxRegexWork;  // left of the patterns' budget
   std::map<std::vector<std::string>, const ByteDfa*> pattern_cache_;
   std::vector<std::pair<std::string, std::string>> unsat_;  // (path, why), first ones kept
   // objects built: the draft, and per key-automaton state the free value's draft

@@ -15,7 +15,6 @@ namespace {
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxRepeat = 1000;         // {n,m} bounds
 constexpr size_t kMaxNfaStates = 60000;  // per automaton, counted repetition expanded
-constexpr uint64_t kMaxWork = 30000000;  // closure steps of one subset construction
 constexpr int kMaxGroupDepth = 100;
 
 // Sorted, disjoint, non-adjacent code point ranges, never holding a surrogate (U+D800..U+DFFF
@@ -557,8 +556,13 @@ class NfaBuilder {
 
 class DfaBuilder {
  public:
-  DfaBuilder(const std::vector<NState>& nfa, std::vector<uint32_t> starts, size_t max_states)
-      : nfa_(nfa), starts_(std::move(starts)), max_states_(max_states), mark_(nfa.size(), 0) {
+  DfaBuilder(const std::vector<NState>& nfa, std::vector<uint32_t> starts, size_t max_states,
+             uint64_t* work)
+      : nfa_(nfa),
+        starts_(std::move(starts)),
+        max_states_(max_states),
+        mark_(nfa.size(), 0),
+        work_(work) {
     all_ = starts_.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << starts_.size()) - 1;
   }
 
@@ -583,7 +587,8 @@ class DfaBuilder {
       stack.pop_back();
       if (mark_[s] == stamp_) continue;
       mark_[s] = stamp_;
-      if (++work_ > kMaxWork) throw RegexError("the pattern is too complex to compile");
+      if (*work_ == 0) throw RegexError("the pattern is too complex to compile");
+      --*work_;
       const NState& n = nfa_[s];
       switch (n.kind) {
         case NState::kByte:
@@ -695,7 +700,7 @@ class DfaBuilder {
   uint64_t all_ = 0;
   std::vector<uint32_t> mark_;
   uint32_t stamp_ = 0;
-  uint64_t work_ = 0;
+  uint64_t* work_;
   std::vector<uint8_t> class_lo_;
   std::unordered_map<std::string, uint32_t> ids_;
   std::vector<std::vector<uint32_t>> sets_;
@@ -703,7 +708,7 @@ class DfaBuilder {
   ByteDfa dfa_;
 };
 
-ByteDfa ByteDfa::patterns(const std::vector<std::string>& pats, size_t max_states) {
+ByteDfa ByteDfa::patterns(const std::vector<std::string>& pats, size_t max_states, uint64_t* work) {
   if (pats.size() > 64) throw RegexError("more than 64 patterns on one string");
   NfaBuilder nfa;
   std::vector<uint32_t> starts;
@@ -717,7 +722,7 @@ ByteDfa ByteDfa::patterns(const std::vector<std::string>& pats, size_t max_state
     const uint32_t match = nfa.add(std::move(m));
     starts.push_back(nfa.build(pool, root, match));
   }
-  return DfaBuilder(nfa.states, std::move(starts), max_states).build();
+  return DfaBuilder(nfa.states, std::move(starts), max_states, work).build();
 }
 
 ByteDfa ByteDfa::literals(const std::vector<std::string>& lits, size_t max_states) {

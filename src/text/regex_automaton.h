@@ -62,8 +62,10 @@ class ByteDfa {
   // The patterns as unanchored searches (JSON Schema's reading of "pattern"): a string ending in
   // a state matches pattern i when bit i of its accept is set (at most 64 patterns). Throws
   // RegexError for what the subset refuses (backreferences, lookaround, \b, \p{..}) or past the
-  // bounds (max_states automaton states, nested counted repetition beyond the NFA bound).
-  static ByteDfa patterns(const std::vector<std::string>& patterns, size_t max_states);
+  // bounds (max_states automaton states, nested counted repetition beyond the NFA bound, more
+  // than *work construction steps: *work is what is left of a budget shared by several calls).
+  static ByteDfa patterns(const std::vector<std::string>& patterns, size_t max_states,
+                          uint64_t* work);
 
   // Code points weigh their first byte: continuation bytes (0x80..0xBF) add nothing.
   static uint32_t weight(uint8_t b) { return (b & 0xC0) == 0x80 ? 0 : 1; }

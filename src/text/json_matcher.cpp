@@ -194,46 +194,34 @@ void JsonMatcher::add_value(const SchemaNode* s, uint32_t pbit) {
   v.state = d ? d->start() : 0;
 }
 
-bool JsonMatcher::value_start(uint8_t c) {
-  const int t = top();
-  if (t >= 0 && c == ']' && level_frames(t)[0].array && level_frames(t)[0].empty) return close();
-  enum Kind { kObj, kArr, kStr, kNum, kKw } kind;
-  if (c == '{') {
-    kind = kObj;
-  } else if (c == '[') {
-    kind = kArr;
-  } else if (c == '"') {
-    kind = kStr;
-  } else if (c == '-' || is_digit(c)) {
-    kind = kNum;
-  } else if (c == 't' || c == 'f' || c == 'n') {
-    kind = kKw;
-  } else {
-    return false;
-  }
-  const int room = budget();
+// The readings a value starting with c can have: under every open reading, each alternative
+// of its child schema that admits such a value (and, for a container, fits the nesting left).
+void JsonMatcher::collect(Start kind, uint8_t c) {
+  using N = SchemaNode;
+  const int t = top(), room = budget();
   const int nparents = t < 0 ? 1 : level_size(t);
   h_.nvalues = 0;
   h_.level[h_.depth] = h_.nframes;
   auto consider = [&](const SchemaNode* s, uint32_t pbit) {
-    using N = SchemaNode;
     switch (kind) {
-      case kObj:
+      case Start::kObject:
         if ((s->types & N::kObject) && s->md_object <= room) add_frame(s, pbit, false);
         break;
-      case kArr:
+      case Start::kArray:
         if ((s->types & N::kArray) && s->md_array <= room) add_frame(s, pbit, true);
         break;
-      case kStr:
+      case Start::kString:
         if ((s->types & N::kString) && s->str.sat) add_value(s, pbit);
         break;
-      case kNum:
+      case Start::kNumber:
         if ((s->types & N::kNumber) && s->num.sat) add_value(s, pbit);
         break;
-      case kKw:
+      case Start::kKeyword:
         if (c == 'n' ? (s->types & N::kNull) != 0
                      : (s->types & N::kBool) && (s->bools & (c == 't' ? 2 : 1)))
           add_value(s, pbit);
+        break;
+      case Start::kNone:
         break;
     }
   };
@@ -243,31 +231,34 @@ bool JsonMatcher::value_start(uint8_t c) {
     if (n->alts.empty()) consider(n, 1u << p);
     for (const SchemaNode* a : n->alts) consider(a, 1u << p);
   }
-  if (kind == kObj || kind == kArr) {
+}
+
+bool JsonMatcher::value_start(uint8_t c) {
+  const int t = top();
+  if (t >= 0 && c == ']' && level_frames(t)[0].array && level_frames(t)[0].empty) return close();
+  const Start kind = c == '{'                           ? Start::kObject
+                     : c == '['                         ? Start::kArray
+                     : c == '"'                         ? Start::kString
+                     : c == '-' || is_digit(c)          ? Start::kNumber
+                     : c == 't' || c == 'f' || c == 'n' ? Start::kKeyword
+                                                        : Start::kNone;
+  if (kind == Start::kNone) return false;
+  collect(kind, c);
+  if (kind == Start::kObject || kind == Start::kArray) {
     if (h_.nframes == h_.level[h_.depth]) return false;
     h_.level[++h_.depth] = h_.nframes;
-    h_.mode = kind == kObj ? Mode::kObjKey : Mode::kValue;
-    if (!settle()) return false;
-    if (kind == kObj) return true;
-    uint32_t keep = 0;  // the first item's schema, or only ']'
-    Frame* f = level_frames(top());
-    for (int i = 0; i < level_size(top()); ++i) {
-      const ArrayRule& a = *f[i].node->arr;
-      const SchemaNode* item = a.max_items > 0 ? a.item(0) : nullptr;
-      f[i].child = item && item->md <= budget() ? item : nullptr;
-      if (f[i].child || close_allowed(f[i])) keep |= 1u << i;
-    }
-    return keep_top(keep);
+    h_.mode = kind == Start::kObject ? Mode::kObjKey : Mode::kValue;
+    return settle() && (kind == Start::kObject || first_items());
   }
   if (h_.nvalues == 0) return false;
   switch (kind) {
-    case kStr:
+    case Start::kString:
       h_.mode = Mode::kString;
       h_.in_key = false;
       h_.esc = h_.utf8_left = 0;
       h_.low = false;
       return settle();
-    case kNum:
+    case Start::kNumber:
       h_.mode = Mode::kNumber;
       h_.num = h_.part = 0;
       h_.np = NumPrefix{};
@@ -278,6 +269,19 @@ bool JsonMatcher::value_start(uint8_t c) {
       h_.kw_pos = 1;
       return settle();
   }
+}
+
+// After '[': each reading's first item schema, or only ']'.
+bool JsonMatcher::first_items() {
+  uint32_t keep = 0;
+  Frame* f = level_frames(top());
+  for (int i = 0; i < level_size(top()); ++i) {
+    const ArrayRule& a = *f[i].node->arr;
+    const SchemaNode* item = a.max_items > 0 ? a.item(0) : nullptr;
+    f[i].child = item && item->md <= budget() ? item : nullptr;
+    if (f[i].child || close_allowed(f[i])) keep |= 1u << i;
+  }
+  return keep_top(keep);
 }
 
 bool JsonMatcher::close_allowed(const Frame& f) const {
@@ -461,7 +465,12 @@ std::string JsonMatcher::key() const {
   if (h_.mode == Mode::kNumber) {
     bool exact = false;
     for (int i = 0; i < h_.nvalues; ++i) exact |= values_[i].node->num.exact;
-    if (exact) put(h_.np);
+    if (exact) {  // field by field: no padding bytes in the key
+      put(h_.np.mant);
+      put(h_.np.ndig);
+      put(h_.np.frac);
+      put(h_.np.neg);
+    }
   }
   for (int i = 0; i < h_.nframes; ++i) {
     const Frame& f = frames_[i];

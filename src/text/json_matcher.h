@@ -55,6 +55,7 @@ class JsonMatcher {
 
  private:
   enum class Mode : uint8_t { kValue, kString, kNumber, kKeyword, kAfter, kObjKey, kColon, kDone };
+  enum class Start : uint8_t { kNone, kObject, kArray, kString, kNumber, kKeyword };
   struct Frame {              // one reading of an open object or array
     const SchemaNode* node;   // the alternative this container is a value of
     const SchemaNode* child;  // the schema of the value being read, or to be read next
@@ -108,6 +109,8 @@ class JsonMatcher {
 
   // structure (json_matcher.cpp)
   bool value_start(uint8_t c);
+  void collect(Start kind, uint8_t c);
+  bool first_items();
   void add_frame(const SchemaNode* s, uint32_t pbit, bool array);
   void add_value(const SchemaNode* s, uint32_t pbit);
   bool close();
@@ -124,6 +127,7 @@ class JsonMatcher {
 
   // scalars (json_matcher_lexer.cpp)
   bool string_byte(uint8_t c);
+  bool hex_digit(uint8_t c);
   bool decoded(uint8_t b);
   bool decoded_cp(uint32_t cp);
   bool escape_possible(uint32_t lo, uint32_t hi);
@@ -131,6 +135,7 @@ class JsonMatcher {
   bool key_byte(Frame& f, uint8_t b) const;
   bool string_end();
   bool number_byte(uint8_t c);
+  uint8_t number_syntax(uint8_t c, char* kind) const;
   bool number_digit_ok(Value& v, char kind, uint8_t c) const;
   bool number_complete(const Value& v) const;
   bool keyword_byte(uint8_t c);

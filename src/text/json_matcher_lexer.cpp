@@ -85,7 +85,12 @@ bool JsonMatcher::string_byte(uint8_t c) {
     default:
       break;
   }
-  // hex digit (esc - 1) of a \u escape
+  return hex_digit(c);
+}
+
+// Hex digit (esc - 1) of a \u escape: the readings some code point with these digits continues
+// survive; the last digit decodes it (a high surrogate waits for its low half).
+bool JsonMatcher::hex_digit(uint8_t c) {
   if (!is_hex(c)) return false;
   const int k = h_.esc - 1;  // digits read once this one is in
   if (h_.low && ((k == 1 && (c | 0x20) != 'd') || (k == 2 && hex_value(c) < 0xC))) return false;
@@ -235,42 +240,49 @@ bool JsonMatcher::string_end() {
 // Syntax states: 0 start, 1 after '-', 2 after a leading 0, 3 integer digits, 4 after '.',
 // 5 fraction digits, 6 after e/E, 7 after the exponent's sign, 8 exponent digits. A number can
 // end in 2, 3, 5 and 8; then the byte that ended it is read as what follows the value.
-bool JsonMatcher::number_byte(uint8_t c) {
+// The syntax state after c (0xFF: c does not continue the number) and what c is: 's' sign,
+// 'd' digit, '.', 'e', 'x' exponent sign, 'D' exponent digit.
+uint8_t JsonMatcher::number_syntax(uint8_t c, char* kind) const {
   const bool digit = c >= '0' && c <= '9';
   const bool e = c == 'e' || c == 'E';
   uint8_t next = 0xFF;
-  char kind = 0;  // 's' sign, 'd' digit, '.', 'e', 'x' exponent sign, 'D' exponent digit
   switch (h_.num) {
     case 0:
-      if (c == '-') next = 1, kind = 's';
+      if (c == '-') next = 1, *kind = 's';
       [[fallthrough]];
     case 1:
-      if (digit) next = c == '0' ? 2 : 3, kind = 'd';
+      if (digit) next = c == '0' ? 2 : 3, *kind = 'd';
       break;
     case 3:
-      if (digit) next = 3, kind = 'd';
+      if (digit) next = 3, *kind = 'd';
       [[fallthrough]];
     case 2:
-      if (c == '.') next = 4, kind = '.';
-      if (e) next = 6, kind = 'e';
+      if (c == '.') next = 4, *kind = '.';
+      if (e) next = 6, *kind = 'e';
       break;
     case 4:
-      if (digit) next = 5, kind = 'd';
+      if (digit) next = 5, *kind = 'd';
       break;
     case 5:
-      if (digit) next = 5, kind = 'd';
-      if (e) next = 6, kind = 'e';
+      if (digit) next = 5, *kind = 'd';
+      if (e) next = 6, *kind = 'e';
       break;
     case 6:
-      if (c == '+' || c == '-') next = 7, kind = 'x';
+      if (c == '+' || c == '-') next = 7, *kind = 'x';
       [[fallthrough]];
     case 7:
     case 8:
-      if (digit) next = 8, kind = 'D';
+      if (digit) next = 8, *kind = 'D';
       break;
     default:
       break;
   }
+  return next;
+}
+
+bool JsonMatcher::number_byte(uint8_t c) {
+  char kind = 0;
+  const uint8_t next = number_syntax(c, &kind);
   if (next == 0xFF) {  // c ends the number
     if (h_.num != 2 && h_.num != 3 && h_.num != 5 && h_.num != 8) return false;
     uint32_t satisfied = 0;

@@ -36,6 +36,35 @@ bool number_literal_ok(const NumRecipe& n, const std::string& text) {
   return true;
 }
 
+// The levels an object of rule o needs at least: its required values, and the shallowest of the
+// other keys minProperties asks for.
+uint8_t object_md(const ObjectRule& o) {
+  const uint32_t n_req =
+      uint32_t(__builtin_popcountll(o.required[0]) + __builtin_popcountll(o.required[1]));
+  if (o.max_props < n_req || o.min_props > o.max_props) return kUnsat;
+  uint8_t m = 0;
+  for (uint32_t i = 0; i < n_req; ++i) m = std::max(m, o.values[i]->md);
+  if (o.min_props > n_req && m != kUnsat) {  // more keys: the shallowest ones
+    std::vector<uint8_t> c;
+    for (size_t i = n_req; i < o.values.size(); ++i) c.push_back(o.values[i]->md);
+    if (o.free) c.insert(c.end(), o.distinct_free ? SchemaLimits::kMaxDistinctFree : 1, o.free_md);
+    std::sort(c.begin(), c.end());
+    const size_t extra = o.min_props - n_req;
+    m = extra <= c.size() ? std::max(m, c[extra - 1]) : kUnsat;
+  }
+  return m == kUnsat ? kUnsat : add_level(m);
+}
+
+// The levels an array of rule a needs at least: the items minItems asks for.
+uint8_t array_md(const ArrayRule& a) {
+  if (a.min_items > a.max_items) return kUnsat;
+  uint8_t m = 0;
+  for (uint32_t i = 0; i < a.min_items && i < a.prefix.size(); ++i)
+    m = std::max<uint8_t>(m, a.prefix[i] ? a.prefix[i]->md : kUnsat);
+  if (a.min_items > a.prefix.size()) m = std::max<uint8_t>(m, a.rest ? a.rest->md : kUnsat);
+  return m == kUnsat ? kUnsat : add_level(m);
+}
+
 }  // namespace
 
 void SchemaCompiler::unsat(const std::string& path, const std::string& why) {
@@ -112,131 +141,144 @@ Draft* SchemaCompiler::facet_value(const Facet& f, size_t first, const std::stri
   return applies ? v : conj(v, f.additional);
 }
 
-void SchemaCompiler::build_object(Draft* d) {
+// One automaton for an object's keys: every facet's patternProperties (facet f's from bit
+// first[f]), then propertyNames (name_bits, all of which a key must match).
+SchemaCompiler::KeyPlan SchemaCompiler::plan_keys(const Draft* d) {
   const ObjRecipe& r = d->obj;
-  ObjectRule& o = out_->objects_.emplace_back();
-  d->out->obj = &o;
-  // one key automaton: every facet's patternProperties, then propertyNames
+  KeyPlan k;
   std::vector<std::string> comps;
-  std::vector<size_t> first(r.facets.size());
-  for (size_t f = 0; f < r.facets.size(); ++f) {
-    first[f] = comps.size();
-    for (const auto& p : r.facets[f].patterns) comps.push_back(p.first);
+  for (const Facet& f : r.facets) {
+    k.first.push_back(comps.size());
+    for (const auto& p : f.patterns) comps.push_back(p.first);
   }
-  const size_t n_pat = comps.size();
+  k.n_pat = comps.size();
   comps.insert(comps.end(), r.name_patterns.begin(), r.name_patterns.end());
   if (comps.size() > 64) fail(d->path, "more than 64 patterns constrain this object's keys");
-  const uint64_t name_bits =
-      (comps.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << comps.size()) - 1) &
-      ~((uint64_t(1) << n_pat) - 1);
-  ByteDfa* keys = nullptr;
-  if (!comps.empty()) {
-    try {
-      keys = own_dfa(ByteDfa::patterns(comps, SchemaLimits::kMaxDfaStates, &regex_work_), d->path);
-    } catch (const RegexError& e) {
-      fail(d->path, std::string("patternProperties / propertyNames: ") + e.what());
-    }
+  k.name_bits = (comps.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << comps.size()) - 1) &
+                ~((uint64_t(1) << k.n_pat) - 1);
+  if (comps.empty()) return k;
+  try {
+    k.keys = own_dfa(ByteDfa::patterns(comps, SchemaLimits::kMaxDfaStates, &regex_work_), d->path);
+  } catch (const RegexError& e) {
+    fail(d->path, std::string("patternProperties / propertyNames: ") + e.what());
   }
-  auto mask_of = [&](const std::string& name) -> uint64_t {
-    if (!keys) return 0;
-    const uint32_t s = keys->run(name);
-    return s == ByteDfa::kDead ? 0 : keys->state(s).accept;
-  };
-  // declared names: every facet's properties and the required ones
+  return k;
+}
+
+uint64_t SchemaCompiler::KeyPlan::mask_of(const std::string& name) const {
+  if (!keys) return 0;
+  const uint32_t s = keys->run(name);
+  return s == ByteDfa::kDead ? 0 : keys->state(s).accept;
+}
+
+// The declared names (every facet's properties and the required ones), required first, each
+// with the conjunction of what every facet says of it. False when a required one is forbidden.
+bool SchemaCompiler::declare_names(Draft* d, const KeyPlan& k, ObjectRule* o) {
+  const ObjRecipe& r = d->obj;
   std::vector<std::string> all = r.required;
   for (const Facet& f : r.facets)
     for (const auto& p : f.props) all.push_back(p.first);
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
   std::vector<std::pair<std::string, Draft*>> req, opt;
-  bool ok = r.min_props <= r.max_props;
+  bool ok = true;
   for (const std::string& name : all) {
-    const uint64_t mask = mask_of(name);
+    const uint64_t mask = k.mask_of(name);
     const bool required = std::binary_search(r.required.begin(), r.required.end(), name);
     const uint64_t len = code_points(name);
     Draft* v = any_;
-    if (len < r.name_min || len > r.name_max || (mask & name_bits) != name_bits)
+    if (len < r.name_min || len > r.name_max || (mask & k.name_bits) != k.name_bits)
       v = false_;
     else
       for (size_t f = 0; f < r.facets.size(); ++f)
-        v = conj(v, facet_value(r.facets[f], first[f], &name, mask));
-    if (v == false_) {
-      if (required) {
-        unsat(d->path, "the required property \"" + name +
-                           "\" is not allowed (additionalProperties / propertyNames)");
-        ok = false;
-      }
-      continue;
+        v = conj(v, facet_value(r.facets[f], k.first[f], &name, mask));
+    if (v == false_ && required) {
+      unsat(d->path, "the required property \"" + name +
+                         "\" is not allowed (additionalProperties / propertyNames)");
+      ok = false;
     }
-    (required ? req : opt).emplace_back(name, v);
+    if (v != false_) (required ? req : opt).emplace_back(name, v);
   }
   if (req.size() > SchemaLimits::kMaxTracked)
     fail(d->path, "more than " + std::to_string(SchemaLimits::kMaxTracked) +
                       " required properties on one object");
-  BuiltObject bo{d, &o, keys, {}, {}, uint32_t(req.size())};
   for (auto* list : {&req, &opt})
     for (auto& [name, v] : *list) {
-      o.names.push_back(name);
-      bo.name_values.push_back(v);
-      o.values.push_back(v->out);
+      o->names.push_back(name);
+      o->values.push_back(v->out);
     }
-  o.n_tracked = uint32_t(std::min<size_t>(o.names.size(), SchemaLimits::kMaxTracked));
-  for (size_t i = 0; i < req.size(); ++i) o.required[i / 64] |= uint64_t(1) << (i % 64);
-  if (r.min_props > 1 && o.names.size() > SchemaLimits::kMaxTracked)
+  o->n_tracked = uint32_t(std::min<size_t>(o->names.size(), SchemaLimits::kMaxTracked));
+  for (size_t i = 0; i < req.size(); ++i) o->required[i / 64] |= uint64_t(1) << (i % 64);
+  if (r.min_props > 1 && o->names.size() > SchemaLimits::kMaxTracked)
     fail(d->path, "minProperties on an object of more than " +
                       std::to_string(SchemaLimits::kMaxTracked) + " properties");
-  // the names' trie, and which names lie at or below each of its states
+  return ok;
+}
+
+// The names' trie, and which names lie at or below each of its states.
+void SchemaCompiler::build_trie(const Draft* d, ObjectRule* o) {
   try {
-    o.trie = ByteDfa::literals(o.names, SIZE_MAX);
+    o->trie = ByteDfa::literals(o->names, SIZE_MAX);
   } catch (const RegexError& e) {
     fail(d->path, e.what());
   }
-  o.trie.finish([](uint32_t, const ByteDfa::State& s) { return s.tag != UINT32_MAX; });
-  o.below.assign(o.trie.size(), Bits128{});
-  o.untracked_below.assign(o.trie.size(), 0);
-  for (size_t i = 0; i < o.names.size(); ++i) {
-    uint32_t at = o.trie.start();
-    for (size_t k = 0; k <= o.names[i].size(); ++k) {
-      if (i < o.n_tracked)
-        o.below[at][i / 64] |= uint64_t(1) << (i % 64);
+  o->trie.finish([](uint32_t, const ByteDfa::State& s) { return s.tag != UINT32_MAX; });
+  o->below.assign(o->trie.size(), Bits128{});
+  o->untracked_below.assign(o->trie.size(), 0);
+  for (size_t i = 0; i < o->names.size(); ++i) {
+    uint32_t at = o->trie.start();
+    for (size_t k = 0; k <= o->names[i].size(); ++k) {
+      if (i < o->n_tracked)
+        o->below[at][i / 64] |= uint64_t(1) << (i % 64);
       else
-        o.untracked_below[at] = 1;
-      if (k < o.names[i].size()) at = o.trie.next(at, uint8_t(o.names[i][k]));
+        o->untracked_below[at] = 1;
+      if (k < o->names[i].size()) at = o->trie.next(at, uint8_t(o->names[i][k]));
     }
   }
-  // keys other than the names: written when the schema asks for them (see json_schema.h)
+}
+
+// Keys other than the names, written when the schema asks for them (see json_schema.h): the
+// value schema each final state of the key automaton gives (or one for every key without one).
+void SchemaCompiler::plan_free_keys(const Draft* d, const KeyPlan& k, ObjectRule* o) {
+  const ObjRecipe& r = d->obj;
   bool given = false, possible = r.max_props > 0;
   for (const Facet& f : r.facets) {
     given |= f.additional_given;
     possible &= !(f.additional == false_ && f.patterns.empty());
   }
-  o.free = possible && (o.names.empty() || given || n_pat > 0 || r.min_props > o.names.size());
-  if (o.free && !keys) {
+  o->free = possible && (o->names.empty() || given || k.n_pat > 0 || r.min_props > o->names.size());
+  if (!o->free) return;
+  if (!k.keys) {
     Draft* v = any_;
-    for (size_t f = 0; f < r.facets.size(); ++f)
-      v = conj(v, facet_value(r.facets[f], 0, nullptr, 0));
-    bo.state_values = {v};
-    o.free_value = v->out;
-  } else if (o.free) {
-    std::map<uint64_t, Draft*> by_mask;
-    bo.state_values.assign(keys->size(), nullptr);
-    o.free_values.assign(keys->size(), nullptr);
-    for (uint32_t s = 0; s < keys->size(); ++s) {
-      const uint64_t mask = keys->state(s).accept;
-      if ((mask & name_bits) != name_bits) continue;
-      Draft*& v = by_mask[mask];
-      if (!v) {
-        v = any_;
-        for (size_t f = 0; f < r.facets.size(); ++f)
-          v = conj(v, facet_value(r.facets[f], first[f], nullptr, mask));
-      }
-      if (v == false_) continue;
-      bo.state_values[s] = v;
-      o.free_values[s] = v->out;
-    }
-    keys->finish([&](uint32_t i, const ByteDfa::State&) { return bo.state_values[i] != nullptr; });
-    o.keys = keys;
+    for (const Facet& f : r.facets) v = conj(v, facet_value(f, 0, nullptr, 0));
+    o->free_value = v->out;
+    return;
   }
+  std::map<uint64_t, Draft*> by_mask;
+  o->free_values.assign(k.keys->size(), nullptr);
+  for (uint32_t s = 0; s < k.keys->size(); ++s) {
+    const uint64_t mask = k.keys->state(s).accept;
+    if ((mask & k.name_bits) != k.name_bits) continue;
+    Draft*& v = by_mask[mask];
+    if (!v) {
+      v = any_;
+      for (size_t f = 0; f < r.facets.size(); ++f)
+        v = conj(v, facet_value(r.facets[f], k.first[f], nullptr, mask));
+    }
+    if (v != false_) o->free_values[s] = v->out;
+  }
+  k.keys->finish([&](uint32_t i, const ByteDfa::State&) { return o->free_values[i] != nullptr; });
+  o->keys = k.keys;
+}
+
+void SchemaCompiler::build_object(Draft* d) {
+  const ObjRecipe& r = d->obj;
+  ObjectRule& o = out_->objects_.emplace_back();
+  d->out->obj = &o;
+  const KeyPlan k = plan_keys(d);
+  bool ok = declare_names(d, k, &o) && r.min_props <= r.max_props;
+  build_trie(d, &o);
+  plan_free_keys(d, k, &o);
   o.key_min = clamp32(r.name_min);
   o.key_max = clamp32(r.name_max);
   o.key_clip = kKeyClip + (o.keys ? o.keys->rem_clip() : 0);
@@ -254,7 +296,7 @@ void SchemaCompiler::build_object(Draft* d) {
     ok = false;
   }
   if (!ok) o.max_props = 0, o.min_props = 1;  // no object satisfies it
-  objects_.push_back(std::move(bo));
+  objects_.push_back(&o);
 }
 
 void SchemaCompiler::build_array(Draft* d) {
@@ -329,36 +371,9 @@ void SchemaCompiler::build_number(Draft* d) {
 // Container levels each node's shallowest value needs: a least fixpoint, iterated until stable
 // (values only fall, and a value of level m needs its children at m - 1: few sweeps).
 void SchemaCompiler::analyse_depth() {
-  auto object_md = [](const ObjectRule& o) -> uint8_t {
-    const uint32_t n_req =
-        uint32_t(__builtin_popcountll(o.required[0]) + __builtin_popcountll(o.required[1]));
-    if (o.max_props < n_req || o.min_props > o.max_props) return kUnsat;
-    uint8_t m = 0;
-    for (uint32_t i = 0; i < n_req; ++i) m = std::max(m, o.values[i]->md);
-    if (o.min_props > n_req && m != kUnsat) {  // more keys: the shallowest ones
-      std::vector<uint8_t> c;
-      for (size_t i = n_req; i < o.values.size(); ++i) c.push_back(o.values[i]->md);
-      if (o.free)
-        c.insert(c.end(), o.distinct_free ? SchemaLimits::kMaxDistinctFree : o.min_props,
-                 o.free_md);
-      std::sort(c.begin(), c.end());
-      const size_t extra = o.min_props - n_req;
-      m = extra <= c.size() ? std::max(m, c[extra - 1]) : kUnsat;
-    }
-    return m == kUnsat ? kUnsat : add_level(m);
-  };
-  auto array_md = [](const ArrayRule& a) -> uint8_t {
-    if (a.min_items > a.max_items) return kUnsat;
-    uint8_t m = 0;
-    for (uint32_t i = 0; i < a.min_items && i < a.prefix.size(); ++i)
-      m = std::max<uint8_t>(m, a.prefix[i] ? a.prefix[i]->md : kUnsat);
-    if (a.min_items > a.prefix.size()) m = std::max<uint8_t>(m, a.rest ? a.rest->md : kUnsat);
-    return m == kUnsat ? kUnsat : add_level(m);
-  };
   for (int sweep = 0; sweep < 4 * kMaxJsonDepth + 8; ++sweep) {
     bool changed = false;
-    for (BuiltObject& b : objects_) {
-      ObjectRule* o = b.rule;
+    for (ObjectRule* o : objects_) {
       uint8_t fm = kUnsat;  // the shallowest free value
       if (o->free_value) fm = o->free_value->md;
       for (size_t s = 0; s < o->free_values.size(); ++s)
@@ -392,16 +407,17 @@ void SchemaCompiler::analyse_depth() {
 // With depths known: free keys whose value cannot be written are pruned from the key automata,
 // and each object learns which names fit under each nesting budget.
 void SchemaCompiler::finish_objects() {
-  for (BuiltObject& b : objects_) {
-    ObjectRule& o = *b.rule;
+  for (ObjectRule* rule : objects_) {
+    ObjectRule& o = *rule;
     if (o.keys && o.free) {
-      b.keys->finish([&](uint32_t i, const ByteDfa::State&) {
+      ByteDfa* keys = const_cast<ByteDfa*>(o.keys);  // owned by out_->dfas_, built here
+      keys->finish([&](uint32_t i, const ByteDfa::State&) {
         return o.free_values[i] && o.free_values[i]->md != kUnsat;
       });
-      for (uint32_t s = 0; s < b.keys->size(); ++s)
-        if (!b.keys->state(s).final) o.free_values[s] = nullptr;
-      if (b.keys->empty()) o.free = false;
-      o.key_clip = kKeyClip + b.keys->rem_clip();
+      for (uint32_t s = 0; s < keys->size(); ++s)
+        if (!keys->state(s).final) o.free_values[s] = nullptr;
+      if (keys->empty()) o.free = false;
+      o.key_clip = kKeyClip + keys->rem_clip();
     } else if (o.free && o.free_value && o.free_value->md == kUnsat) {
       o.free = false;
     }
@@ -409,8 +425,8 @@ void SchemaCompiler::finish_objects() {
 }
 
 void SchemaCompiler::finish_fits() {
-  for (BuiltObject& b : objects_) {
-    ObjectRule& o = *b.rule;
+  for (ObjectRule* rule : objects_) {
+    ObjectRule& o = *rule;
     o.fits.assign(kMaxJsonDepth + 1, Bits128{});
     for (int budget = 0; budget <= kMaxJsonDepth; ++budget)
       for (uint32_t i = 0; i < o.n_tracked; ++i)

@@ -128,7 +128,18 @@ class SchemaCompiler {
   // ---- json_schema_build.cpp
   void drain();
   void build(Draft* d);
+  struct KeyPlan {
+    std::vector<size_t> first;  // facet f's patternProperties: key automaton bits from first[f]
+    size_t n_pat = 0;
+    uint64_t name_bits = 0;  // propertyNames: every one of these bits
+    ByteDfa* keys = nullptr;
+    uint64_t mask_of(const std::string& name) const;
+  };
   void build_object(Draft* d);
+  KeyPlan plan_keys(const Draft* d);
+  bool declare_names(Draft* d, const KeyPlan& k, ObjectRule* o);
+  void build_trie(const Draft* d, ObjectRule* o);
+  void plan_free_keys(const Draft* d, const KeyPlan& k, ObjectRule* o);
   Draft* facet_value(const Facet& f, size_t facet_first, const std::string* name, uint64_t mask);
   void build_array(Draft* d);
   void build_string(Draft* d);
@@ -156,16 +167,7 @@ class SchemaCompiler {
   uint64_t regex_work_ = SchemaLimits::kMaxRegexWork;  // left of the patterns' budget
   std::map<std::vector<std::string>, const ByteDfa*> pattern_cache_;
   std::vector<std::pair<std::string, std::string>> unsat_;  // (path, why), first ones kept
-  // objects built: the draft, and per key-automaton state the free value's draft
-  struct BuiltObject {
-    Draft* draft;
-    ObjectRule* rule;
-    ByteDfa* keys;  // owned by out_->dfas_
-    std::vector<Draft*> state_values;
-    std::vector<Draft*> name_values;
-    uint32_t n_required;
-  };
-  std::vector<BuiltObject> objects_;
+  std::vector<ObjectRule*> objects_;  // built so far (finished after the depth analysis)
 };
 
 }  // namespace cedar::text

@@ -785,7 +785,9 @@ uint32_t ByteDfa::run(std::string_view s) const {
   return at;
 }
 
-void ByteDfa::prune() {
+// Fewest code points from each state to a final one (kInf: none): a 0-1 breadth-first search
+// backwards (continuation bytes weigh 0).
+std::vector<uint32_t> ByteDfa::min_remaining() const {
   const size_t n = states_.size();
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rev(n);  // (from, weight)
   for (uint32_t s = 0; s < n; ++s)
@@ -793,7 +795,6 @@ void ByteDfa::prune() {
       const Edge& e = edges_[states_[s].first_edge + k];
       rev[e.to].emplace_back(s, weight(e.lo));
     }
-  // fewest code points to a final state: a 0-1 breadth-first search backwards
   std::vector<uint32_t> min_rem(n, kInf);
   std::deque<uint32_t> queue;
   for (uint32_t s = 0; s < n; ++s)
@@ -813,6 +814,12 @@ void ByteDfa::prune() {
           queue.push_back(s);
       }
   }
+  return min_rem;
+}
+
+void ByteDfa::prune() {
+  const size_t n = states_.size();
+  const std::vector<uint32_t> min_rem = min_remaining();
   // drop the edges into dead states
   std::vector<Edge> kept;
   for (uint32_t s = 0; s < n; ++s) {
@@ -828,7 +835,13 @@ void ByteDfa::prune() {
     st.min_rem = min_rem[s];
   }
   edges_ = std::move(kept);
-  // most code points to a final state: longest paths where no cycle is reachable
+  max_remaining();
+}
+
+// Most code points from each live state to a final one: longest paths, kInf where a cycle is
+// reachable (Kahn's order from the states without edges).
+void ByteDfa::max_remaining() {
+  const size_t n = states_.size();
   std::vector<uint32_t> outdeg(n, 0);
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> live_rev(n);
   std::vector<int64_t> max_rem(n, -1);
@@ -841,7 +854,7 @@ void ByteDfa::prune() {
   std::vector<uint32_t> ready;
   for (uint32_t s = 0; s < n; ++s) {
     if (states_[s].final) max_rem[s] = 0;
-    if (min_rem[s] != kInf && outdeg[s] == 0) ready.push_back(s);
+    if (states_[s].min_rem != kInf && outdeg[s] == 0) ready.push_back(s);
   }
   std::vector<bool> done(n, false);
   while (!ready.empty()) {
@@ -856,7 +869,7 @@ void ByteDfa::prune() {
   rem_clip_ = 0;
   for (uint32_t s = 0; s < n; ++s) {
     State& st = states_[s];
-    st.max_rem = min_rem[s] == kInf || !done[s] ? kInf : uint32_t(max_rem[s]);
+    st.max_rem = st.min_rem == kInf || !done[s] ? kInf : uint32_t(max_rem[s]);
     if (st.min_rem != kInf) rem_clip_ = std::max(rem_clip_, st.min_rem);
     if (st.max_rem != kInf) rem_clip_ = std::max(rem_clip_, st.max_rem);
   }

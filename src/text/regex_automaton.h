@@ -73,6 +73,8 @@ class ByteDfa {
  private:
   friend class DfaBuilder;
   void prune();
+  std::vector<uint32_t> min_remaining() const;
+  void max_remaining();
   std::vector<State> states_;
   std::vector<Edge> edges_;
   uint32_t start_ = 0;

@@ -109,10 +109,21 @@ Draft* SchemaCompiler::conj(Draft* a, Draft* b) {
 }
 
 void SchemaCompiler::resolve_conj(Draft* d) {
-  // all but the last draft, and the last one
-  Draft* left = d->atoms[0];
-  for (size_t i = 1; i + 1 < d->atoms.size(); ++i) left = conj(left, d->atoms[i]);
-  Draft* right = d->atoms.back();
+  // one draft, and the conjunction of the others: one already resolved if there is one (allOf
+  // folds one branch at a time), so that long conjunctions do not nest
+  Draft *left = nullptr, *right = nullptr;
+  for (size_t i = d->atoms.size(); i-- > 0 && !left;) {
+    std::vector<Draft*> rest = d->atoms;
+    rest.erase(rest.begin() + std::ptrdiff_t(i));
+    const auto it = conj_memo_.find(rest);
+    Draft* r = rest.size() == 1 ? rest[0] : it == conj_memo_.end() ? nullptr : it->second;
+    if (r && r->state == Draft::State::kDone) left = r, right = d->atoms[i];
+  }
+  if (!left) {
+    left = d->atoms[0];
+    for (size_t i = 1; i + 1 < d->atoms.size(); ++i) left = conj(left, d->atoms[i]);
+    right = d->atoms.back();
+  }
   resolve(left);
   resolve(right);
   const Draft& a = *left;

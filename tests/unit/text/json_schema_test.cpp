@@ -173,6 +173,16 @@ TEST(JsonSchema, AllOfMergesExactly) {
                        {"anyOf": [{"type": "integer", "minimum": 3}, {"type": "string", "maxLength": 1}]}]})",
          {"3", "\"a\""},
          {"\"ab\"", "1"}});
+  // a long allOf folds without nesting
+  ojson many = ojson::array();
+  for (int i = 0; i < 300; ++i)
+    many.push_back({{"properties", {{"p" + std::to_string(i), {{"type", "integer"}}}}}});
+  const JsonSchema wide =
+      JsonSchema::compile_value(ojson{{"type", "object"}, {"allOf", many}}, "s");
+  bool complete = false;
+  EXPECT_EQ(taken(wide.root(), R"({"p7":1,"p299":2})", &complete), 17u);
+  EXPECT_TRUE(complete);
+  EXPECT_LT(taken(wide.root(), R"({"p7":"x"})", &complete), 10u);
   // merged items and enums
   check(
       {R"({"allOf": [{"type": "array", "items": {"enum": [1, 2, 3]}}, {"items": {"enum": [2, 3, 4]}}]})",

@@ -172,7 +172,9 @@ uint64_t SchemaCompiler::KeyPlan::mask_of(const std::string& name) const {
 }
 
 // The declared names (every facet's properties and the required ones), required first, each
-// with the conjunction of what every facet says of it. False when a required one is forbidden.
+// with the conjunction of what every facet says of it. A forbidden name stays (last, with a value
+// nothing satisfies), so that a key spelling it is that name, never a free key. False when a
+// required one is forbidden.
 bool SchemaCompiler::declare_names(Draft* d, const KeyPlan& k, ObjectRule* o) {
   const ObjRecipe& r = d->obj;
   std::vector<std::string> all = r.required;
@@ -180,7 +182,7 @@ bool SchemaCompiler::declare_names(Draft* d, const KeyPlan& k, ObjectRule* o) {
     for (const auto& p : f.props) all.push_back(p.first);
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
-  std::vector<std::pair<std::string, Draft*>> req, opt;
+  std::vector<std::pair<std::string, Draft*>> req, opt, forbidden;
   bool ok = true;
   for (const std::string& name : all) {
     const uint64_t mask = k.mask_of(name);
@@ -197,12 +199,12 @@ bool SchemaCompiler::declare_names(Draft* d, const KeyPlan& k, ObjectRule* o) {
                          "\" is not allowed (additionalProperties / propertyNames)");
       ok = false;
     }
-    if (v != false_) (required ? req : opt).emplace_back(name, v);
+    (v == false_ ? forbidden : required ? req : opt).emplace_back(name, v);
   }
   if (req.size() > SchemaLimits::kMaxTracked)
     fail(d->path, "more than " + std::to_string(SchemaLimits::kMaxTracked) +
                       " required properties on one object");
-  for (auto* list : {&req, &opt})
+  for (auto* list : {&req, &opt, &forbidden})
     for (auto& [name, v] : *list) {
       o->names.push_back(name);
       o->values.push_back(v->out);

@@ -222,6 +222,10 @@ TEST(JsonSchema, ObjectKeywords) {
   check({typed_extra,
          {R"({"a":1,"b":"x"})", R"({"\u0061":2})"},
          {R"({"a":"x"})", R"({"b":1})", R"({"\u0061":"x"})", R"({"a":1,"a":2})"}});
+  // a property whose schema is false is no free key either
+  check({R"({"type": "object", "properties": {"a": false}, "additionalProperties": true})",
+         {R"({"b":1})"},
+         {R"({"a":1})", R"({"\u0061":1})"}});
   check({R"({"type": "object", "additionalProperties": {"type": "integer"}})",
          {R"({"x":1,"y":2})", "{}"},
          {R"({"x":"s"})"}});

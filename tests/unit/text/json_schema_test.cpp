@@ -407,6 +407,27 @@ TEST(JsonSchema, HostileSchemasAreRefusedQuickly) {
       "$ref": "#/$defs/a"})"),
                             "s");
   refused(R"({"allOf": [{"allOf": [{"$ref": "#/allOf/0"}]}]})", "cycle");
+  // many patterns on one object's keys: one automaton, bounded
+  ojson pats = ojson::object();
+  for (int i = 0; i < 40; ++i)
+    pats["^[ax]*x[ax]{" + std::to_string(i) + "}$"] = ojson::object();
+  refused(ojson{{"type", "object"}, {"patternProperties", pats}}.dump().c_str(), "states");
+}
+
+TEST(JsonSchema, PastItsCapacityTheMatcherNarrowsNeverWidens) {
+  ojson alts = ojson::array();
+  for (int i = 0; i < 40; ++i) alts.push_back({{"const", "v" + std::to_string(i)}, {"title", i}});
+  const JsonSchema s = JsonSchema::compile_value(ojson{{"anyOf", alts}}, "s");
+  bool complete = false;
+  for (int i = 0; i < JsonMatcher::kMaxValues; ++i) {
+    const std::string t = "\"v" + std::to_string(i) + "\"";
+    EXPECT_EQ(taken(s.root(), t, &complete), t.size());
+    EXPECT_TRUE(complete) << t;
+  }
+  for (const std::string bad : {"\"v40\"", "\"w\"", "1"}) {
+    taken(s.root(), bad, &complete);
+    EXPECT_FALSE(complete) << bad;
+  }
 }
 
 TEST(JsonSchema, KeysAreQuantisedSoMasksStayCacheable) {

@@ -34,10 +34,16 @@ fi
 if [ ! -f tools/ggml-tables/node_modules/nodejs-whisper/cpp/whisper.cpp/ggml/src/ggml-common.h ]; then
   (cd tools/ggml-tables && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
-# The official OpenAI and Anthropic client libraries the server tests run (pinned).
-if [ ! -d tests/server/node_modules/openai ] || [ ! -d tests/server/node_modules/@anthropic-ai/sdk ]; then
-  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# The official OpenAI and Anthropic client libraries the server tests run, and the JSON Schema
+# Test Suite with the validators (ajv) structured output is checked against (pinned). Any one
+# missing reinstalls them all.
+server_pkgs=(openai @anthropic-ai/sdk puppeteer-core json-schema-test-suite ajv ajv-draft-04 ajv-formats)
+for p in "${server_pkgs[@]}"; do
+  if [ ! -d "tests/server/node_modules/$p" ]; then
+    (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
+    break
+  fi
+done
 # The agent clients the agent tests run (pinned by the lock file; about 700 MB to download),
 # reinstalled when the lock file changes. `npm install` rather than `npm ci`: the lock lacks the
 # optional packages of other platforms that the registry does not hold (Qwen Code's clipboard

@@ -167,18 +167,26 @@ ToolGrammar ToolGrammar::compile(const ojson& tools, bool forced) {
       const int index = int(t.params.size());
       t.params.push_back(name);
       bool raw = true, json = true;
-      if (schemas) value_kinds(prop, &raw, &json);
+      std::shared_ptr<JsonSchema> compiled;  // nullptr: any value
+      if (schemas) {
+        value_kinds(prop, &raw, &json);
+        try {
+          compiled = std::make_shared<JsonSchema>(
+              JsonSchema::compile_value(prop, path, params, at + ".parameters"));
+        } catch (const RequestError&) {
+          if (strict) throw;
+          raw = true;  // not enforceable: raw text is allowed too
+        }
+        // raw text is checked by nothing: constrained strings (enum, pattern, format, lengths)
+        // are written as JSON strings instead, through the matcher
+        if (raw && compiled && !admits_any_string(compiled->root())) raw = false, json = true;
+      }
       if (raw) spell(index, true, nullptr);
       if (!json) continue;
       const SchemaNode* schema = nullptr;  // any value
-      if (schemas) {
-        try {
-          g.schemas_.push_back(std::make_shared<JsonSchema>(JsonSchema::compile_value(prop, path)));
-          schema = g.schemas_.back()->root();
-        } catch (const RequestError&) {
-          if (strict) throw;
-          if (!raw) spell(index, true, nullptr);  // not enforceable: raw text is allowed too
-        }
+      if (compiled) {
+        g.schemas_.push_back(compiled);
+        schema = compiled->root();
       }
       spell(index, false, schema);
     }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,120 @@ TEST(JsonConstraint, AStopTokenIsOnlyAllowedAfterACompleteValue) {
   size_t finite = 0;
   for (const float l : logits) finite += std::isfinite(l);
   EXPECT_EQ(finite, 1u);  // and nothing else is allowed
+}
+
+// Sampling pushed towards tokens that close strings and containers, so that answers finish.
+Sampled sample_pushed(const TokenTrie& trie, TokenConstraint& c, unsigned seed, int max_tokens) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> logits(size_t(trie.vocab_size())), push(logits.size(), 0.0f);
+  std::string b;
+  for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+    b.clear();
+    if (!tokenizer().is_added(id)) tokenizer().append_token_bytes(id, &b);
+    push[size_t(id)] = b.find('"') != std::string::npos              ? 3.0f
+                       : b.find_first_of("]},") != std::string::npos ? 1.5f
+                                                                     : 0.0f;
+  }
+  Sampled r;
+  for (int step = 0; step < max_tokens; ++step) {
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = nd(rng) + push[i];
+    logits[kEos] += 4.0f;
+    c.mask(logits);
+    const int32_t best = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    EXPECT_TRUE(std::isfinite(logits[size_t(best)])) << "everything masked at step " << step;
+    if (best == kEos) {
+      EXPECT_TRUE(c.complete()) << r.text;
+      r.stopped = true;
+      break;
+    }
+    c.accept(best);
+    tokenizer().append_token_bytes(best, &r.text);
+  }
+  return r;
+}
+
+// $ref + $defs, anyOf with null, enum, pattern, format, number bounds and multipleOf, arrays with
+// bounds: every complete answer is checked here by hand (std::regex, ranges), not by the matcher.
+TEST(JsonConstraint, RandomLogitsOverARicherSchemaGiveValidValues) {
+  const TokenTrie trie(tokenizer());
+  const text::JsonSchema s = text::JsonSchema::compile(ojson::parse(R"({
+      "$defs": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{2,4}$"}},
+      "type": "object", "additionalProperties": false, "required": ["id", "qty", "tags"],
+      "properties": {"id": {"$ref": "#/$defs/code"}, "qty": {"type": "integer", "minimum": 10,
+        "maximum": 990, "multipleOf": 5}, "kind": {"anyOf": [{"enum": ["a", "bb"]}, {"type": "null"}]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 1, "maxItems": 2},
+        "day": {"type": "string", "format": "date"}}})"),
+                                                       "schema");
+  const std::regex code("^[A-Z]{2}-[0-9]{2,4}$"), date("^[0-9]{4}-[0-9]{2}-[0-9]{2}$");
+  int complete = 0;
+  for (unsigned seed = 1; seed <= 8; ++seed) {
+    JsonConstraint c(trie, tokenizer(), text::JsonMatcher(s.root()), {kEos});
+    const Sampled r = sample_pushed(trie, c, seed, 120);
+    text::JsonMatcher m(s.root());
+    EXPECT_TRUE(m.feed(r.text)) << r.text;
+    if (!r.stopped) continue;
+    ++complete;
+    const ojson v = ojson::parse(r.text, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << r.text;
+    EXPECT_TRUE(std::regex_match(v.at("id").get<std::string>(), code)) << r.text;
+    const int64_t q = v.at("qty").get<int64_t>();
+    EXPECT_TRUE(q >= 10 && q <= 990 && q % 5 == 0) << r.text;
+    const ojson& tags = v.at("tags");
+    EXPECT_TRUE(tags.size() >= 1 && tags.size() <= 2) << r.text;
+    if (v.contains("kind")) {
+      EXPECT_TRUE(v["kind"].is_null() || v["kind"] == "a" || v["kind"] == "bb") << r.text;
+    }
+    if (v.contains("day")) {
+      EXPECT_TRUE(std::regex_match(v["day"].get<std::string>(), date)) << r.text;
+    }
+    for (const auto& [k, x] : v.items())
+      EXPECT_TRUE(k == "id" || k == "qty" || k == "kind" || k == "tags" || k == "day") << r.text;
+  }
+  std::printf("[ info ] %d of 8 random-logit runs completed a value within 120 tokens\n", complete);
+  EXPECT_GE(complete, 1);
+}
+
+// The mask of a state is a function of its key: string lengths that no token can tell apart
+// share one (cached) mask, lengths near maxLength do not.
+std::vector<bool> allowed_after(const TokenTrie& trie, const text::JsonSchema& s,
+                                const std::string& prefix) {
+  JsonConstraint c(trie, tokenizer(), text::JsonMatcher(s.root()), {kEos});
+  for (const int32_t id : tokenizer().encode(prefix)) c.accept(id);
+  std::vector<float> logits(size_t(trie.vocab_size()), 0.0f);
+  c.mask(logits);
+  std::vector<bool> ok(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) ok[i] = std::isfinite(logits[i]);
+  return ok;
+}
+
+TEST(JsonConstraint, CountersNoTokenCanTellApartShareAMask) {
+  const TokenTrie trie(tokenizer());
+  uint32_t longest = 0;  // key() clips counters past kKeyClip: no token may be longer
+  std::string b;
+  for (int32_t id = 0; id < trie.vocab_size(); ++id) {
+    if (tokenizer().is_added(id)) continue;
+    b.clear();
+    tokenizer().append_token_bytes(id, &b);
+    longest = std::max<uint32_t>(longest, uint32_t(b.size()));
+  }
+  EXPECT_LT(longest, text::kKeyClip);
+  auto schema = [](int max) {
+    return text::JsonSchema::compile(
+        ojson::parse(R"({"type": "object", "properties": {"s": {"type": "string", "maxLength": )" +
+                     std::to_string(max) + "}}}"),
+        "schema");
+  };
+  const text::JsonSchema wide = schema(1000), tight = schema(12);
+  const std::string p10 = "{\"s\":\"" + std::string(10, 'a'), p11 = p10 + "b";
+  EXPECT_TRUE(text::JsonMatcher(wide.root()).feed(p11));
+  EXPECT_EQ(allowed_after(trie, wide, p10), allowed_after(trie, wide, p11));
+  const auto t10 = allowed_after(trie, tight, p10), t11 = allowed_after(trie, tight, p11);
+  EXPECT_NE(t10, t11);
+  const auto longer = tokenizer().encode("aa");  // 2 more characters fit after 10, not after 11
+  ASSERT_EQ(longer.size(), 1u);
+  EXPECT_TRUE(t10[size_t(longer[0])]);
+  EXPECT_FALSE(t11[size_t(longer[0])]);
 }
 
 const ojson kTools = ojson::parse(R"([

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "server/sse.h"
+#include "text/json_grammar.h"
 
 namespace cedar::server {
 
@@ -80,9 +81,13 @@ ojson local_shell_parameters() {
 
 constexpr const char* kLocalShellName = "local_shell";
 
-// A custom tool's freeform input is the one string parameter "input" of the function offered.
-ojson custom_parameters(const ojson& t, const std::string& w, const Warn& warn) {
-  std::string what = "The tool's input, as free text.";
+// A custom tool is offered as a function whose one string parameter "input" is its freeform
+// input. A regex format is enforced while decoding (the tool becomes strict, its input a string
+// of that whole pattern) where structured output can hold the pattern; a lark grammar is only
+// shown to the model, and the log says so.
+ojson custom_function(const ojson& t, const std::string& w, const Warn& warn) {
+  ojson input = {{"type", "string"}, {"description", "The tool's input, as free text."}};
+  bool strict = false;
   if (const auto f = t.find("format"); f != t.end() && f->is_object()) {
     const std::string type = f->value("type", "text");
     if (type == "grammar") {
@@ -91,18 +96,36 @@ ojson custom_parameters(const ojson& t, const std::string& w, const Warn& warn) 
       if (syntax != "lark" && syntax != "regex")
         throw ApiError(400, w + ".format.syntax must be \"lark\" or \"regex\"",
                        w + ".format.syntax");
-      what = "The tool's input, as text that matches this " + syntax + " grammar:\n" + def;
-      warn_once(warn, "responses:custom_tool.format." + syntax,
-                "the " + syntax +
-                    " format of custom tools is shown to the model but not enforced while "
-                    "decoding");
+      input["description"] =
+          "The tool's input, as text that matches this " + syntax + " grammar:\n" + def;
+      if (syntax == "regex") {
+        ojson anchored = input;
+        anchored["pattern"] = "^(?:" + def + ")$";
+        try {
+          (void)text::JsonSchema::compile_value(anchored, w + ".format.definition");
+          input = std::move(anchored);
+          strict = true;
+        } catch (const text::RequestError& e) {
+          warn_once(warn, "responses:custom_tool.regex:" + def.substr(0, 64),
+                    "the regex format of custom tool " + opt_str(t, "name") +
+                        " is not enforced while decoding: " + e.what());
+        }
+      } else {
+        warn_once(warn, "responses:custom_tool.format.lark",
+                  "the lark format of custom tools is shown to the model but not enforced while "
+                  "decoding (no lark grammar engine here)");
+      }
     } else if (type != "text") {
       throw ApiError(400, w + ".format.type must be \"text\" or \"grammar\"", w + ".format.type");
     }
   }
-  return {{"type", "object"},
-          {"properties", {{"input", {{"type", "string"}, {"description", what}}}}},
-          {"required", ojson::array({"input"})}};
+  ojson fn = {{"description", opt_str(t, "description")},
+              {"parameters",
+               {{"type", "object"},
+                {"properties", {{"input", std::move(input)}}},
+                {"required", ojson::array({"input"})}}}};
+  if (strict) fn["strict"] = true;
+  return fn;
 }
 
 // The request's tools as the functions the model is offered, each kept with its Responses kind
@@ -166,8 +189,7 @@ class ToolTable {
     } else if (type == "custom") {
       e.tool.kind = ResponsesTool::Kind::kCustom;
       e.tool.name = string_field(t, "name", w);
-      e.function = {{"description", opt_str(t, "description")},
-                    {"parameters", custom_parameters(t, w, warn_)}};
+      e.function = custom_function(t, w, warn_);
     } else if (type == "local_shell" && ns.empty()) {
       e.tool.kind = ResponsesTool::Kind::kLocalShell;
       e.tool.name = kLocalShellName;

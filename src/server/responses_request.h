@@ -5,8 +5,8 @@
 // Input items: message (user / assistant / system / developer), reasoning, function_call,
 // function_call_output, custom_tool_call(_output), local_shell_call(_output), compaction (kept as
 // text) and item_reference (resolved to an item of the same request). Tools: function, namespace
-// (its tools flattened into the offered ones), custom (a freeform string input), local_shell;
-// web_search is ignored with a warning.
+// (its tools flattened into the offered ones), custom (a freeform string input; a regex format
+// enforced where structured output holds it), local_shell; web_search is ignored with a warning.
 #pragma once
 
 #include <map>

@@ -116,3 +116,43 @@ test('previous_response_id is refused with a clear message', async () => {
     client.responses.create({ model: 'm', input: 'x', previous_response_id: 'resp_1' }),
     (e) => e.status === 400 && /previous_response_id/.test(e.message));
 });
+
+// Codex's thread-title request: a strict json_schema with string lengths in text.format. Random
+// weights under the constraint: every complete answer is a title of 1..36 characters.
+test('text.format json_schema with string bounds (Codex thread titles)', async () => {
+  const format = { type: 'json_schema', name: 'codex_output_schema', strict: true,
+    schema: { type: 'object', properties: { title: { type: 'string', minLength: 1, maxLength: 36 } },
+              required: ['title'], additionalProperties: false } };
+  let complete = 0;
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await client.responses.create({
+      model: 'deepseek-v4-flash', input: 'Name this thread.', reasoning: { effort: 'none' },
+      text: { format }, max_output_tokens: 64, temperature: 1, top_p: 1, seed,
+    });
+    if (r.status !== 'completed') continue;
+    complete++;
+    const v = JSON.parse(r.output_text);
+    assert.deepEqual(Object.keys(v), ['title']);
+    assert.ok([...v.title].length >= 1 && [...v.title].length <= 36, v.title);
+  }
+  console.log(`[ info ] thread titles: ${complete} of 4 complete within 64 tokens`);
+});
+
+// A custom tool with a regex format: the call's input is held to the whole pattern while decoding.
+test('custom tool with a regex format: the input matches it', async () => {
+  const tools = [{ type: 'custom', name: 'set_code', description: 'Set the code',
+                   format: { type: 'grammar', syntax: 'regex', definition: '[a-z]{3}-[0-9]{2}' } }];
+  let complete = 0;
+  for (let i = 0; i < 4; i++) {
+    const r = await client.responses.create({
+      model: 'deepseek-v4-flash', input: 'Set the code.', reasoning: { effort: 'none' }, tools,
+      tool_choice: { type: 'custom', name: 'set_code' }, max_output_tokens: 96,
+    });
+    const calls = r.output.filter((o) => o.type === 'custom_tool_call');
+    if (r.status !== 'completed') continue;
+    complete++;
+    assert.ok(calls.length > 0, JSON.stringify(r.output));
+    for (const c of calls) assert.match(c.input, /^[a-z]{3}-[0-9]{2}$/);
+  }
+  assert.ok(complete > 0, 'no answer completed its calls within 96 tokens');
+});

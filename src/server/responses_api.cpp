@@ -216,6 +216,40 @@ void ResponsesFormat::close_item(std::string* out) {
   item_ = Item::kNone;
 }
 
+void ResponsesFormat::reasoning_delta(const std::string& text, std::string* out) {
+  if (item_ != Item::kReasoning)
+    open_item(Item::kReasoning,
+              {{"id", "rs_" + id_.substr(5)},
+               {"type", "reasoning"},
+               {"summary", ojson::array()},
+               {"content", ojson::array()},
+               {"status", "in_progress"}},
+              out);
+  current_["content"][0]["text"] = current_["content"][0]["text"].get<std::string>() + text;
+  const ojson id = current_["id"];
+  const int64_t at = int64_t(output_.size());
+  emit("response.reasoning_text.delta",
+       {{"item_id", id}, {"output_index", at}, {"content_index", 0}, {"delta", text}}, out);
+  if (summary_)
+    emit("response.reasoning_summary_text.delta",
+         {{"item_id", id}, {"output_index", at}, {"summary_index", 0}, {"delta", text}}, out);
+}
+
+// A tool call begins: its item is opened as the kind of tool the client declared.
+void ResponsesFormat::begin_call(const CompletionEvent& e, std::string* out) {
+  const std::string item_id = "fc_" + id_.substr(5) + "_" + std::to_string(e.index);
+  call_ = ToolCallOut{e.id, e.name, ""};
+  const ResponsesTool* t = tool(e.name);
+  const Item kind = !t                                            ? Item::kFunctionCall
+                    : t->kind == ResponsesTool::Kind::kCustom     ? Item::kCustomCall
+                    : t->kind == ResponsesTool::Kind::kLocalShell ? Item::kLocalShell
+                                                                  : Item::kFunctionCall;
+  ojson item = call_item(item_id, call_);
+  item["status"] = "in_progress";
+  if (kind == Item::kFunctionCall) item["arguments"] = "";
+  open_item(kind, std::move(item), out);
+}
+
 void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, std::string* out) {
   using K = CompletionEvent::Kind;
   if (e.kind == K::kDone && outcome && outcome->finish == Finish::kError) {
@@ -242,25 +276,9 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
     case K::kToolEnd:
       close_item(out);
       break;
-    case K::kReasoning: {
-      if (item_ != Item::kReasoning)
-        open_item(Item::kReasoning,
-                  {{"id", "rs_" + id_.substr(5)},
-                   {"type", "reasoning"},
-                   {"summary", ojson::array()},
-                   {"content", ojson::array()},
-                   {"status", "in_progress"}},
-                  out);
-      current_["content"][0]["text"] = current_["content"][0]["text"].get<std::string>() + e.text;
-      const ojson id = current_["id"];
-      const int64_t at = int64_t(output_.size());
-      emit("response.reasoning_text.delta",
-           {{"item_id", id}, {"output_index", at}, {"content_index", 0}, {"delta", e.text}}, out);
-      if (summary_)
-        emit("response.reasoning_summary_text.delta",
-             {{"item_id", id}, {"output_index", at}, {"summary_index", 0}, {"delta", e.text}}, out);
+    case K::kReasoning:
+      reasoning_delta(e.text, out);
       break;
-    }
     case K::kContent:
       if (item_ != Item::kMessage)
         open_item(Item::kMessage,
@@ -279,20 +297,9 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
             {"logprobs", ojson::array()}},
            out);
       break;
-    case K::kToolBegin: {
-      const std::string item_id = "fc_" + id_.substr(5) + "_" + std::to_string(e.index);
-      call_ = ToolCallOut{e.id, e.name, ""};
-      const ResponsesTool* t = tool(e.name);
-      const Item kind = !t                                            ? Item::kFunctionCall
-                        : t->kind == ResponsesTool::Kind::kCustom     ? Item::kCustomCall
-                        : t->kind == ResponsesTool::Kind::kLocalShell ? Item::kLocalShell
-                                                                      : Item::kFunctionCall;
-      ojson item = call_item(item_id, call_);
-      item["status"] = "in_progress";
-      if (kind == Item::kFunctionCall) item["arguments"] = "";
-      open_item(kind, std::move(item), out);
+    case K::kToolBegin:
+      begin_call(e, out);
       break;
-    }
     case K::kToolArgs:
       call_.arguments += e.text;
       if (item_ == Item::kFunctionCall) {

@@ -31,6 +31,8 @@ class ResponsesFormat : public StreamFormat {
   void open_item(Item kind, ojson item, std::string* out);
   void close_item(std::string* out);
   void close_call(int64_t oi, std::string* out);
+  void reasoning_delta(const std::string& text, std::string* out);
+  void begin_call(const CompletionEvent& e, std::string* out);
   ojson reasoning_item(const std::string& text, const char* status) const;
   // the output item of a finished tool call, by the kind of tool it calls
   ojson call_item(const std::string& item_id, const ToolCallOut& c) const;

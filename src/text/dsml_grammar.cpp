@@ -138,72 +138,92 @@ ToolGrammar ToolGrammar::compile(const ojson& tools, bool forced) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string at = "tools[" + std::to_string(i) + "].function";
     const ojson& fn = tools[i].contains("function") ? tools[i]["function"] : tools[i];
-    const auto st = fn.find("strict");
-    const bool strict = st != fn.end() && st->is_boolean() && st->get<bool>();
-    const bool schemas = strict || forced;  // else names only
-    Tool t;
-    t.name = fn.value("name", "");
-    if (!valid_tool_name(t.name))
-      throw RequestError("a tool name must be letters, digits, '_', '-' or '.'", at + ".name");
+    Tool t = g.compile_tool(fn, at, forced);
     for (const Tool& o : g.tools_)
       if (o.name == t.name) throw RequestError("two tools are named " + t.name, at + ".name");
-    const ojson params = fn.value("parameters", ojson::object());
-    ojson props = params.is_object() ? params.value("properties", ojson::object()) : ojson();
-    if (!props.is_object()) props = ojson::object();
-    if (props.size() > kMaxParams)
-      throw RequestError("a tool may have at most " + std::to_string(kMaxParams) +
-                             " parameters for its calls to be constrained",
-                         at + ".parameters");
-    auto spell = [&t](int index, bool raw, const SchemaNode* schema) {
-      t.spellings.add(
-          t.params[size_t(index)] + (raw ? "\" string=\"true\">" : "\" string=\"false\">"),
-          int32_t(t.entries.size()), uint64_t(1) << index);
-      t.entries.push_back(Entry{index, raw, schema});
-    };
-    for (const auto& [name, prop] : props.items()) {
-      const std::string path = at + ".parameters.properties." + name;
-      if (!valid_param_name(name))
-        throw RequestError("a parameter name may not hold '\"', '<' or control characters", path);
-      const int index = int(t.params.size());
-      t.params.push_back(name);
-      bool raw = true, json = true;
-      std::shared_ptr<JsonSchema> compiled;  // nullptr: any value
-      if (schemas) {
-        value_kinds(prop, &raw, &json);
-        try {
-          compiled = std::make_shared<JsonSchema>(
-              JsonSchema::compile_value(prop, path, params, at + ".parameters"));
-        } catch (const RequestError&) {
-          if (strict) throw;
-          raw = true;  // not enforceable: raw text is allowed too
-        }
-        // raw text is checked by nothing: constrained strings (enum, pattern, format, lengths)
-        // are written as JSON strings instead, through the matcher
-        if (raw && compiled && !admits_any_string(compiled->root())) raw = false, json = true;
-      }
-      if (raw) spell(index, true, nullptr);
-      if (!json) continue;
-      const SchemaNode* schema = nullptr;  // any value
-      if (compiled) {
-        g.schemas_.push_back(compiled);
-        schema = compiled->root();
-      }
-      spell(index, false, schema);
-    }
-    if (schemas && params.is_object())
-      for (const auto& r : params.value("required", ojson::array())) {
-        const auto it =
-            std::find(t.params.begin(), t.params.end(), r.is_string() ? r.get<std::string>() : "");
-        if (it == t.params.end())
-          throw RequestError("required names a parameter that is not declared", at + ".parameters");
-        t.required |= uint64_t(1) << (it - t.params.begin());
-      }
     g.names_.add(t.name + "\">\n", int32_t(g.tools_.size()), 1);
     g.tools_.push_back(std::move(t));
   }
   if (g.tools_.empty())
     throw RequestError("constrained tool calls need at least one tool", "tools");
   return g;
+}
+
+// One tool: its name, and each parameter's spellings with the value schema it is held to (its
+// own where the tool is strict or the call forced, any value else).
+ToolGrammar::Tool ToolGrammar::compile_tool(const ojson& fn, const std::string& at, bool forced) {
+  const auto st = fn.find("strict");
+  const bool strict = st != fn.end() && st->is_boolean() && st->get<bool>();
+  const bool schemas = strict || forced;  // else names only
+  Tool t;
+  t.name = fn.value("name", "");
+  if (!valid_tool_name(t.name))
+    throw RequestError("a tool name must be letters, digits, '_', '-' or '.'", at + ".name");
+  const ojson params = fn.value("parameters", ojson::object());
+  ojson props = params.is_object() ? params.value("properties", ojson::object()) : ojson();
+  if (!props.is_object()) props = ojson::object();
+  if (props.size() > kMaxParams)
+    throw RequestError("a tool may have at most " + std::to_string(kMaxParams) +
+                           " parameters for its calls to be constrained",
+                       at + ".parameters");
+  for (const auto& [name, prop] : props.items()) {
+    const std::string path = at + ".parameters.properties." + name;
+    if (!valid_param_name(name))
+      throw RequestError("a parameter name may not hold '\"', '<' or control characters", path);
+    t.params.push_back(name);
+    if (schemas) {
+      add_schema_spellings(&t, prop, params, at, path, strict);
+    } else {  // names only: any value, raw or JSON
+      spell(&t, int(t.params.size()) - 1, true, nullptr);
+      spell(&t, int(t.params.size()) - 1, false, nullptr);
+    }
+  }
+  if (schemas && params.is_object())
+    for (const auto& r : params.value("required", ojson::array())) {
+      const auto it =
+          std::find(t.params.begin(), t.params.end(), r.is_string() ? r.get<std::string>() : "");
+      if (it == t.params.end())
+        throw RequestError("required names a parameter that is not declared", at + ".parameters");
+      t.required |= uint64_t(1) << (it - t.params.begin());
+    }
+  return t;
+}
+
+void ToolGrammar::spell(Tool* t, int param, bool raw, const SchemaNode* schema) {
+  t->spellings.add(
+      t->params[size_t(param)] + (raw ? "\" string=\"true\">" : "\" string=\"false\">"),
+      int32_t(t->entries.size()), uint64_t(1) << param);
+  t->entries.push_back(Entry{param, raw, schema});
+}
+
+// The spellings of the last parameter of t under its schema: string values raw, others JSON of
+// the schema; a schema that cannot be enforced takes any value either way (a strict tool's is
+// refused instead).
+void ToolGrammar::add_schema_spellings(Tool* t, const ojson& prop, const ojson& params,
+                                       const std::string& at, const std::string& path,
+                                       bool strict) {
+  const int index = int(t->params.size()) - 1;
+  bool raw = false, json = false;
+  value_kinds(prop, &raw, &json);
+  std::shared_ptr<JsonSchema> compiled;  // nullptr: any value
+  try {
+    compiled = std::make_shared<JsonSchema>(
+        JsonSchema::compile_value(prop, path, params, at + ".parameters"));
+  } catch (const RequestError&) {
+    if (strict) throw;
+    raw = true;  // not enforceable: raw text is allowed too
+  }
+  // raw text is checked by nothing: constrained strings (enum, pattern, format, lengths) are
+  // written as JSON strings instead, through the matcher
+  if (raw && compiled && !admits_any_string(compiled->root())) raw = false, json = true;
+  if (raw) spell(t, index, true, nullptr);
+  if (!json) return;
+  const SchemaNode* schema = nullptr;  // any value
+  if (compiled) {
+    schemas_.push_back(compiled);
+    schema = compiled->root();
+  }
+  spell(t, index, false, schema);
 }
 
 // ---- ToolCallMatcher --------------------------------------------------------------------------

@@ -76,6 +76,11 @@ class ToolGrammar {
   const LiteralTrie& names() const { return names_; }  // NAME">\n, by tool index
 
  private:
+  Tool compile_tool(const ojson& fn, const std::string& at, bool forced);
+  static void spell(Tool* t, int param, bool raw, const SchemaNode* schema);
+  void add_schema_spellings(Tool* t, const ojson& prop, const ojson& params, const std::string& at,
+                            const std::string& path, bool strict);
+
   std::vector<Tool> tools_;
   LiteralTrie names_;
   std::vector<std::shared_ptr<JsonSchema>> schemas_;  // own the parameter schemas

@@ -80,7 +80,7 @@ function features(records) {
       if (Array.isArray(m.content)) for (const c of m.content) if (c?.type) f.add(`block:${c.type}`);
     }
     for (const t of b.tools ?? []) {
-      f.add(`tool:${t.type ?? 'custom'}`);
+      f.add(`tool:${t.type ?? '(untyped)'}`);
       for (const k of Object.keys(t)) if (!['type', 'name', 'description', 'function',
         'input_schema', 'parameters', 'tools'].includes(k)) f.add(`tool.${k}`);
     }

@@ -29,6 +29,20 @@ Match match_any(std::string_view buf, const std::vector<std::string_view>& alts,
   return more ? Match::kNeedMore : Match::kNo;
 }
 
+// Where the earliest of `tags` stands in buf (npos if none); *which: that tag's index.
+std::size_t find_first(std::string_view buf, const std::vector<std::string_view>& tags,
+                       std::size_t* which) {
+  std::size_t best = std::string::npos;
+  for (std::size_t k = 0; k < tags.size(); ++k) {
+    const std::size_t p = buf.find(tags[k]);
+    if (p < best) {
+      best = p;
+      *which = k;
+    }
+  }
+  return best;
+}
+
 // Start of the earliest suffix of buf that is a proper prefix of one of `tags`, or buf.size().
 // Bytes from there on must be held back.
 std::size_t hold_start(std::string_view buf, const std::vector<std::string_view>& tags) {
@@ -256,14 +270,8 @@ void OutputParser::emit_args(std::string_view s, std::vector<ParseEvent>* ev) {
 // up to two newlines before it, which belong to a following "\n\n<｜DSML｜ calls>") is held.
 bool OutputParser::step_text(bool final, std::vector<ParseEvent>* ev) {
   if (buf_.empty()) return false;
-  std::size_t best = std::string::npos, which = 0;
-  for (std::size_t k = 0; k < kTextTags.size(); ++k) {
-    const std::size_t p = buf_.find(kTextTags[k]);
-    if (p < best) {
-      best = p;
-      which = k;
-    }
-  }
+  std::size_t which = 0;
+  const std::size_t best = find_first(buf_, kTextTags, &which);
   if (best != std::string::npos && kTextTags[which] == kDsmlMarker)
     return stray_marker(best, final, ev);
   if (best != std::string::npos) {
@@ -327,14 +335,8 @@ bool OutputParser::stray_marker(std::size_t at, bool final, std::vector<ParseEve
 // Inside dropped DSML: nothing is shown until the calls block closes (then the text it
 // interrupted goes on), a new calls block opens, the reasoning ends or the output does.
 bool OutputParser::step_dropped(bool final, std::vector<ParseEvent>* ev) {
-  std::size_t best = std::string::npos, which = 0;
-  for (std::size_t k = 0; k < kDropEnds.size(); ++k) {
-    const std::size_t p = buf_.find(kDropEnds[k]);
-    if (p < best) {
-      best = p;
-      which = k;
-    }
-  }
+  std::size_t which = 0;
+  const std::size_t best = find_first(buf_, kDropEnds, &which);
   if (best == std::string::npos) {
     buf_.erase(0, final ? buf_.size() : hold_start(buf_, kDropEnds));
     return false;
@@ -516,14 +518,8 @@ bool OutputParser::parse_param_header(std::size_t lit, bool final, std::vector<P
 }
 
 bool OutputParser::step_value(bool final, std::vector<ParseEvent>* ev) {
-  std::size_t best = std::string::npos, which = 0;
-  for (std::size_t k = 0; k < kValueEnds.size(); ++k) {
-    const std::size_t p = buf_.find(kValueEnds[k]);
-    if (p < best) {
-      best = p;
-      which = k;
-    }
-  }
+  std::size_t which = 0;
+  const std::size_t best = find_first(buf_, kValueEnds, &which);
   auto take = [&](std::size_t n) {
     const std::string_view part = std::string_view(buf_).substr(0, n);
     if (stream_string_) {

@@ -97,12 +97,13 @@ test(`${N} concurrent streams through the official client`, async () => {
 });
 
 test('keep-alive comments while a long prompt prefills', async () => {
-  // ~1500 prompt tokens take seconds on the reference kernels; the period is 200 ms.
+  // ~10,000 prompt tokens take about 2 s to prefill even on the fast kernels, ten keep-alive
+  // periods of 200 ms (~1,500 took about 300 ms, and the test failed now and then).
   const res = await fetch(server.url + '/v1/chat/completions', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'm', stream: true, max_tokens: 2,
-                           messages: [{ role: 'user', content: 'lorem ipsum '.repeat(700) }] }),
+                           messages: [{ role: 'user', content: 'lorem ipsum '.repeat(5000) }] }),
   });
   const { frames, comments } = parseSse(await res.text());
   assert.ok(comments.length >= 1, 'at least one keep-alive comment');

@@ -7,23 +7,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "constraint_test_util.h"
 #include "text/output_parser.h"
 
 namespace cedar::runtime {
 namespace {
 
+using testing::kEos;
+using testing::sample;
+using testing::Sampled;
+using testing::tokenizer;
 using text::ojson;
-
-const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer t =
-      text::Tokenizer::load(std::string(CEDAR_BINARY_DIR) + "/tokenizer/tokenizer.json");
-  return t;
-}
 
 // The schema of the test, checked by hand: {"ok": bool, "color": "red"|"green", "n"?: integer}
 bool valid_record(const ojson& v) {
@@ -35,38 +33,6 @@ bool valid_record(const ojson& v) {
     if (k != "ok" && k != "color" && k != "n") return false;
   }
   return true;
-}
-
-struct Sampled {
-  std::string text;
-  bool stopped = false;
-};
-
-// Greedy over random logits biased towards a few structural tokens, so that runs finish.
-constexpr int32_t kEos = 1;
-
-Sampled sample(const TokenTrie& trie, TokenConstraint& c, unsigned seed, int max_tokens) {
-  const int32_t eos = kEos;
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> logits(size_t(trie.vocab_size()));
-  Sampled r;
-  for (int step = 0; step < max_tokens; ++step) {
-    for (auto& l : logits) l = nd(rng);
-    c.mask(logits);
-    int32_t best = 0;
-    for (size_t i = 1; i < logits.size(); ++i)
-      if (logits[i] > logits[size_t(best)]) best = int32_t(i);
-    EXPECT_TRUE(std::isfinite(logits[size_t(best)])) << "everything masked at step " << step;
-    if (best == eos) {
-      EXPECT_TRUE(c.complete()) << r.text;
-      r.stopped = true;
-      break;
-    }
-    c.accept(best);
-    tokenizer().append_token_bytes(best, &r.text);
-  }
-  return r;
 }
 
 TEST(JsonConstraint, RandomLogitsGiveValidJsonAndSchemaValues) {
@@ -116,11 +82,10 @@ TEST(JsonConstraint, AStopTokenIsOnlyAllowedAfterACompleteValue) {
   EXPECT_EQ(finite, 1u);  // and nothing else is allowed
 }
 
-// Sampling pushed towards tokens that close strings and containers, so that answers finish.
+// Sampling pushed towards tokens that close strings and containers, and towards the end, so that
+// answers finish.
 Sampled sample_pushed(const TokenTrie& trie, TokenConstraint& c, unsigned seed, int max_tokens) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> logits(size_t(trie.vocab_size())), push(logits.size(), 0.0f);
+  std::vector<float> push(size_t(trie.vocab_size()), 0.0f);
   std::string b;
   for (int32_t id = 0; id < trie.vocab_size(); ++id) {
     b.clear();
@@ -129,22 +94,8 @@ Sampled sample_pushed(const TokenTrie& trie, TokenConstraint& c, unsigned seed, 
                        : b.find_first_of("]},") != std::string::npos ? 1.5f
                                                                      : 0.0f;
   }
-  Sampled r;
-  for (int step = 0; step < max_tokens; ++step) {
-    for (size_t i = 0; i < logits.size(); ++i) logits[i] = nd(rng) + push[i];
-    logits[kEos] += 4.0f;
-    c.mask(logits);
-    const int32_t best = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    EXPECT_TRUE(std::isfinite(logits[size_t(best)])) << "everything masked at step " << step;
-    if (best == kEos) {
-      EXPECT_TRUE(c.complete()) << r.text;
-      r.stopped = true;
-      break;
-    }
-    c.accept(best);
-    tokenizer().append_token_bytes(best, &r.text);
-  }
-  return r;
+  push[kEos] += 4.0f;
+  return sample(trie, c, seed, max_tokens, push);
 }
 
 // $ref + $defs, anyOf with null, enum, pattern, format, number bounds and multipleOf, arrays with

@@ -6,25 +6,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "constraint_test_util.h"
 #include "runtime/token_constraint.h"
 #include "text/output_parser.h"
 
 namespace cedar::runtime {
 namespace {
 
+using testing::kEos;
+using testing::sample;
+using testing::tokenizer;
 using text::ojson;
-
-const text::Tokenizer& tokenizer() {
-  static const text::Tokenizer t =
-      text::Tokenizer::load(std::string(CEDAR_BINARY_DIR) + "/tokenizer/tokenizer.json");
-  return t;
-}
-
-constexpr int32_t kEos = 1;
 
 // Tools as agent clients declare them: not strict, so only their names are held.
 const ojson kAgentTools = ojson::parse(R"([
@@ -63,36 +58,18 @@ TEST(ToolCallConstraint, RandomLogitsWriteOnlyDeclaredToolsAndNoStrayTags) {
   const TokenTrie trie(tokenizer());
   const text::ToolGrammar g = text::ToolGrammar::compile(kAgentTools, /*forced=*/false);
   // push the sampler towards the pieces of DSML so that blocks begin and end
-  std::vector<std::pair<int32_t, float>> bias = {{marker_id(), 7.0f}};
+  std::vector<float> push(size_t(trie.vocab_size()), 0.0f);
+  push[size_t(marker_id())] += 7.0f;
   for (const char* piece : {"<", "</", ">", "\n", "\">", "\"", " calls", " invoke", " parameter",
                             " name", "=\"", "Bash", "Read", "command", "file_path", "ls"})
-    for (const int32_t id : tokenizer().encode(piece)) bias.emplace_back(id, 3.5f);
+    for (const int32_t id : tokenizer().encode(piece)) push[size_t(id)] += 3.5f;
   text::ParserOptions po;
   po.tools = kAgentTools;
   int blocks = 0, calls = 0;
   for (unsigned seed = 1; seed <= 8; ++seed) {
     ToolCallConstraint c(trie, tokenizer(), text::ToolCallMatcher(&g, text::CallStart::kFree),
                          {kEos});
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd;
-    std::vector<float> logits(size_t(trie.vocab_size()));
-    std::string text;
-    bool stopped = false;
-    for (int step = 0; step < 400 && !stopped; ++step) {
-      for (auto& l : logits) l = nd(rng);
-      for (const auto& [id, b] : bias) logits[size_t(id)] += b;
-      c.mask(logits);
-      int32_t best = 0;
-      for (size_t i = 1; i < logits.size(); ++i)
-        if (logits[i] > logits[size_t(best)]) best = int32_t(i);
-      ASSERT_TRUE(std::isfinite(logits[size_t(best)])) << "everything masked: " << text;
-      if (best == kEos) {
-        stopped = true;
-        break;
-      }
-      c.accept(best);
-      tokenizer().append_token_bytes(best, &text);
-    }
+    const auto [text, stopped] = sample(trie, c, seed, 400, push);
     const text::ParsedMessage msg = text::OutputParser::parse(text, po);
     EXPECT_EQ(msg.content.find(text::kDsmlMarker), std::string::npos) << text;
     if (stopped) {

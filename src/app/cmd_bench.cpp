@@ -285,9 +285,7 @@ int cmd_bench(int argc, char** argv) {
   }
   runtime::EngineOptions eo;
   eo.model_dir = args.require("model");
-  const long long threads = args.get_int("threads", 0);
-  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
-  eo.threads = int(threads);
+  eo.threads = threads_option(args, "cedar bench");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");
   const std::vector<int64_t> sizes = parse_sizes(args.get("prompt", "256,1024"));

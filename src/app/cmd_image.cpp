@@ -13,6 +13,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "app/read_file.h"
 #include "base/args.h"
 #include "base/npy.h"
@@ -32,11 +33,10 @@ namespace {
 // --embed: the aligner rows of the image, through the model's vision tower.
 void write_embedding(const Args& args, const vision::ImagePatches& p) {
   const KernelTable& kernels = choose_kernels(args.get("kernels", ""));
-  const long long threads = args.get_int("threads", 0);
-  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
+  const int threads = threads_option(args, "cedar image");
   auto ckpt = Checkpoint::open(args.get("model"));
   const ModelWeights weights = ModelWeights::bind(*ckpt);
-  ThreadPool pool(static_cast<int>(threads));
+  ThreadPool pool(threads);
   const Ctx ctx{kernels, pool};
   const std::vector<float> rows = encode_image(ctx, ckpt->config(), weights.vision, p);
   NpyWriter w(args.get("embed"),

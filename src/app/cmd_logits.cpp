@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/load_model.h"
 #include "app/ranks.h"
 #include "app/read_file.h"
 #include "base/args.h"
@@ -119,8 +120,7 @@ int cmd_logits(int argc, char** argv) {
   }
   if (args.has("decode")) chunk = 1;
   const KernelTable& kernels = choose_kernels(args.get("kernels", ""));
-  const long long threads = args.get_int("threads", 0);
-  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
+  const int threads = threads_option(args, "cedar logits");
 
   auto ckpt = Checkpoint::open(dir, {.blocks_in_place = !args.has("gguf-requant")});
   const ModelConfig& cfg = ckpt->config();
@@ -132,7 +132,7 @@ int cmd_logits(int argc, char** argv) {
   std::vector<int32_t> token_map;
   if (!cfg.engram_layer_ids.empty())
     token_map = runtime::engram_token_map(*ckpt, runtime::load_tokenizer(*ckpt));
-  ThreadPool pool(static_cast<int>(threads));
+  ThreadPool pool(threads);
   Transformer model(*ckpt, kernels, pool, std::move(token_map));
   std::unique_ptr<ExpertCache> experts;
   if (args.has("expert-slots")) {

@@ -101,9 +101,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (ctx < 2 || ctx > (1 << 20)) throw std::runtime_error("--ctx must be in [2, 1048576]");
   const long long chunks = args.get_int("chunks", 0);
   if (chunks < 0) throw std::runtime_error("--chunks must be >= 0");
-  const long long threads = args.get_int("threads", 0);
-  if (threads < 0) throw std::runtime_error("--threads must be >= 0");
-  eo.threads = int(threads);
+  eo.threads = threads_option(args, "cedar perplexity");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");
   const bool exact = args.has("exact-prefill"), json = args.has("json");

@@ -253,7 +253,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     throw UsageError("unexpected argument '" + args.positional().front() +
                      "' (the prompt goes after -p)");
   rc->engine.model_dir = model_dir_or_default(args);
-  rc->engine.threads = int(int_flag(args, "threads", 0, 0, 4096, "between 0 and 4096"));
+  rc->engine.threads = threads_option(args, "cedar run");
   rc->engine.kernels = args.get("kernels", "");
   rc->engine.gguf_requant = args.has("gguf-requant");
   // a rank reads its layers' pages as it uses them, not the whole checkpoint

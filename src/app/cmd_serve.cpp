@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -30,6 +31,9 @@ namespace {
 bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
+
+// How long a shutdown after SIGTERM/SIGINT may take before the process ends regardless.
+constexpr int kShutdownSeconds = 10;
 
 long long positive(const Args& a, const std::string& name, long long def, long long max) {
   const long long v = a.get_int(name, def);
@@ -90,13 +94,15 @@ int cmd_serve(int argc, char** argv) {
            {"parallel", "", true,
             "requests generated concurrently, decoded together in batched passes (default 8)"},
            {"ctx-size", "c", true,
-            "context limit per request, prompt + completion "
-            "(default: the model's)"},
+            "context limit per request, prompt + completion (default and 0: the model's; more "
+            "than the model's is an error)"},
            {"threads", "t", true, "worker threads for the forward (default: all cores)"},
            {"model-name", "", true, "model id reported by /v1/models (default deepseek-v4-flash)"},
            {"prefill-chunk", "", true, "prompt tokens per forward call of a prefill (default 128)"},
            {"batch-rows", "", true, "token rows per batched forward pass (default 512)"},
-           {"max-queue", "", true, "waiting requests before 503 overloaded (default 256)"},
+           {"max-queue", "", true,
+            "requests that may wait for a free slot before 503 overloaded (default 256; 0: none "
+            "wait)"},
            {"max-body", "", true, "request body limit in bytes (default 16777216)"},
            {"max-tokens", "", true,
             "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
@@ -104,7 +110,11 @@ int cmd_serve(int argc, char** argv) {
            {"log-format", "", true,
             "request log on stderr: text (default) or json (one object a line)"},
            {"cors", "", true,
-            "allow browser calls from this origin (\"*\": any; default: no CORS headers)"},
+            "allow browser calls from these origins, comma-separated (\"*\": any; default: "
+            "none, and cross-origin requests are refused)"},
+           {"allowed-hosts", "", true,
+            "Host names to answer besides loopback names and IP addresses, comma-separated "
+            "(\"*\": any; default: none)"},
            {"http-threads", "", true,
             "threads that run generation requests (default max(256, 4*parallel+16))"},
            {"kernels", "", true, kKernelsHelp},
@@ -150,6 +160,8 @@ int cmd_serve(int argc, char** argv) {
   cfg.default_max_tokens = positive(args, "max-tokens", 32768, 1ll << 40);
   cfg.log_format = server::parse_log_format(args.get("log-format", "text"));
   cfg.cors_origin = args.get("cors", "");
+  if (args.has("allowed-hosts"))
+    cfg.allowed_hosts = server::parse_allowed_hosts(args.get("allowed-hosts", ""));
   if (!is_loopback(host) && cfg.api_key.empty())
     std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
   if (cfg.test_hooks)
@@ -200,7 +212,15 @@ int cmd_serve(int argc, char** argv) {
     int sig = 0;
     sigwait(&sigs, &sig);
     if (exiting) return;  // woken by Shutdown below, not by a signal from outside
-    std::fprintf(stderr, "cedar serve: signal %d, shutting down\n", sig);
+    // The shutdown waits for the forward step in flight; a step that does not return, or a
+    // stderr nobody reads, must not keep the process alive: it ends within kShutdownSeconds
+    // whatever happens, and at once on a second signal.
+    std::thread([sigs] {
+      const timespec bound{kShutdownSeconds, 0};
+      const int again = sigtimedwait(&sigs, nullptr, &bound);
+      _exit(again > 0 ? 128 + again : 1);
+    }).detach();
+    http.log_info("cedar serve: signal " + std::to_string(sig) + ", shutting down");
     stopping = true;
     // Cancel the generations first: the HTTP server waits for its open responses to end.
     if (server::Scheduler* s = running.load()) s->stop();
@@ -223,7 +243,7 @@ int cmd_serve(int argc, char** argv) {
 
   runtime::EngineOptions eo;
   eo.model_dir = model_dir;
-  eo.threads = int(args.get_int("threads", 0));
+  eo.threads = threads_option(args, "cedar serve");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");
   eo.tokenizer_path = args.get("tokenizer", "");

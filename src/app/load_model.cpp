@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/progress.h"
+#include "base/thread_pool.h"
 
 namespace cedar::app {
 
@@ -20,6 +21,22 @@ std::string model_dir_or_default(const Args& args) {
 #else
   throw std::runtime_error("missing required option --model (-m DIR)");
 #endif
+}
+
+int threads_option(const Args& args, const char* who) {
+  const long long asked = args.get_int("threads", 0);
+  if (asked < 0)
+    throw std::runtime_error("--threads must be 0 (every CPU) or a positive number, got " +
+                             std::to_string(asked));
+  const int cpus = available_cpus();
+  if (asked > cpus) {
+    std::fprintf(
+        stderr,
+        "%s: warning: --threads %lld is more than the %d CPUs this process may use; using %d\n",
+        who, asked, cpus, cpus);
+    return cpus;
+  }
+  return int(asked);
 }
 
 size_t available_memory_bytes() {

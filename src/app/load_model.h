@@ -25,6 +25,10 @@ std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, 
 runtime::MemoryRequest memory_request(const Args& args, int parallel, int64_t ctx,
                                       int64_t prefix_cache_bytes, int batch_rows);
 
+// --threads (-t): 0 or absent is every CPU this process may use; more than that only time-shares
+// them, so it is lowered to that number with a warning from `who`; negative is an error.
+int threads_option(const Args& args, const char* who);
+
 // MemAvailable from /proc/meminfo in bytes (0 when unknown).
 size_t available_memory_bytes();
 

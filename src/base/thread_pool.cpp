@@ -130,9 +130,11 @@ void publish(std::atomic<uint32_t>& word, uint32_t value, std::atomic<int>& asle
   if (asleep.load(std::memory_order_seq_cst) > 0) wake_all(word);
 }
 
-// The CPUs this process may use (taskset, cgroup cpusets): hardware_concurrency() counts the
-// whole machine, and threads beyond the allowed CPUs only time-share them.
-int default_threads() {
+}  // namespace
+
+// hardware_concurrency() counts the whole machine; threads beyond the CPUs this process may use
+// (taskset, cgroup cpusets) only time-share them.
+int available_cpus() {
 #ifdef __linux__
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -141,15 +143,22 @@ int default_threads() {
   return int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-}  // namespace
-
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = default_threads();
+  if (n_threads <= 0) n_threads = available_cpus();
   workers_.reserve(size_t(n_threads - 1));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (...) {
+    // the system refused a thread: the started ones must be joined before the exception leaves
+    // (a joinable std::thread destroyed would terminate the process)
+    stop_workers();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   stop_.store(true, std::memory_order_relaxed);
   // stop_ is published by the generation bump; wake unconditionally, the cost does not matter.
   generation_.fetch_add(1, std::memory_order_seq_cst);

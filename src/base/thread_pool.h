@@ -60,12 +60,15 @@ inline int64_t grain_for(int64_t ops_per_row) {
   return std::max<int64_t>(1, kChunkOps / std::max<int64_t>(1, ops_per_row));
 }
 
+// The CPUs this process may run on (its affinity mask: taskset, cgroup cpusets), else
+// std::thread::hardware_concurrency().
+int available_cpus();
+
 class ThreadPool {
  public:
   using Task = FunctionRef<void(int64_t, int64_t)>;
 
-  // n_threads <= 0: the CPUs this process may run on (affinity mask), else
-  // std::thread::hardware_concurrency().
+  // n_threads <= 0: available_cpus(). Throws std::system_error when the system refuses a thread.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -91,6 +94,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int id);
+  void stop_workers();
   void run_chunk(int64_t c) noexcept;
   void rethrow_captured();
 

@@ -153,9 +153,13 @@ GgufTokenizerKeys tokenizer_keys(const std::string& json_text, int64_t vocab,
                                  const std::string& label) {
   GgufTokenizerKeys k;
   k.hf_json = json_text;
-  std::string error;
-  const nlohmann::ordered_json j = parse_untrusted_json(k.hf_json, &error);
-  if (!error.empty()) throw std::runtime_error(label + ": tokenizer.json: " + error);
+  // the vocabulary is one object of ~129,000 keys: a std::map-backed json (an ordered_json would
+  // insert them in quadratic time), after the depth check
+  if (json_nesting_depth(k.hf_json) > kMaxJsonDepth)
+    throw std::runtime_error(label + ": tokenizer.json: nested deeper than " +
+                             std::to_string(kMaxJsonDepth) + " levels");
+  const nlohmann::json j = nlohmann::json::parse(k.hf_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw std::runtime_error(label + ": tokenizer.json: invalid JSON");
   k.tokens.assign(size_t(vocab), "");
   k.types.assign(size_t(vocab), 1);
   for (const auto& [tok, id] : j.at("model").at("vocab").items()) {

@@ -34,7 +34,14 @@ std::string require_model(const ojson& body) {
   const auto it = body.find("model");
   if (it == body.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
     throw ApiError(400, "model is required: a non-empty string", "model");
-  return it->get<std::string>();
+  // the name is echoed in every streamed chunk: a long one would multiply the answer's size
+  const std::string& name = it->get_ref<const std::string&>();
+  if (name.size() > kMaxModelNameBytes)
+    throw ApiError(400,
+                   "model is " + std::to_string(name.size()) + " bytes long; at most " +
+                       std::to_string(kMaxModelNameBytes) + " are accepted",
+                   "model");
+  return name;
 }
 
 std::string indexed(const std::string& base, size_t i) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "server/api_error.h"
@@ -31,9 +32,11 @@ struct ServerConfig {
   int64_t default_max_tokens = 32768;
   bool prefix_cache = false;                // reported by /health
   LogFormat log_format = LogFormat::kText;  // the request log on stderr
-  // CORS (--cors): the origin browsers may call from ("*": any); "" = no CORS headers, so that
-  // a web page elsewhere cannot drive a local server through the visitor's browser
+  // CORS (--cors): the origins browsers may call from, comma-separated ("*": any); "" = no CORS
+  // headers, and cross-origin requests are refused (server/origin_policy.h)
   std::string cors_origin;
+  // --allowed-hosts: Host names served besides loopback names and IP literals ("*": any)
+  std::vector<std::string> allowed_hosts;
 };
 
 struct ApiContext {
@@ -57,7 +60,10 @@ struct PreparedRequest {
 std::string new_id(std::string_view prefix);
 int64_t unix_time();
 
-// The "model" field: a non-empty string (400 otherwise).
+// The longest "model" a request may name (it is echoed back in every chunk of the answer).
+inline constexpr size_t kMaxModelNameBytes = 256;
+
+// The "model" field: a non-empty string of at most kMaxModelNameBytes (400 otherwise).
 std::string require_model(const ojson& body);
 
 // Helpers of the request conversions (Anthropic, Responses), whose 400s name the field at fault:

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <vector>
 
 namespace cedar::server {
 
@@ -87,26 +88,64 @@ const Names& label_fields() {
   return s;
 }
 
-// Beyond this many distinct warnings per process, new field names are no longer logged.
+// Beyond this many distinct warnings per process, new field names are no longer logged; one
+// line names at most this many of a request's new field names.
 constexpr size_t kMaxWarnings = 256;
+constexpr size_t kNamesPerLine = 5;
+
+std::mutex warned_mu;
+std::set<std::string> warned;  // keys already warned about (guarded by warned_mu)
+
+// Marks `key` warned; false when it was already, or when the set is full. *full is set when
+// this call filled it.
+bool first_warning_locked(const std::string& key, bool* full) {
+  if (warned.size() > kMaxWarnings || !warned.insert(key).second) return false;
+  if (warned.size() > kMaxWarnings) {
+    *full = true;
+    return false;
+  }
+  return true;
+}
+
+void warn_full(const Warn& warn) {
+  warn("more than " + std::to_string(kMaxWarnings) +
+       " distinct request fields were warned about; further ones are not logged");
+}
+
+// One line for the fields of one request that were not warned about before: `prefix` + their
+// names (the first few) + `suffix`.
+void warn_fields_once(const Warn& warn, const std::string& scope,
+                      const std::vector<std::string>& names, const std::string& prefix,
+                      const std::string& suffix) {
+  std::vector<std::string> fresh;
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lk(warned_mu);
+    for (const std::string& n : names)
+      if (first_warning_locked(scope + n, &full)) fresh.push_back(n);
+  }
+  if (!fresh.empty()) {
+    std::string list;
+    for (size_t i = 0; i < fresh.size() && i < kNamesPerLine; ++i)
+      list += (i ? ", \"" : "\"") + fresh[i].substr(0, 64) + "\"";
+    if (fresh.size() > kNamesPerLine)
+      list += " and " + std::to_string(fresh.size() - kNamesPerLine) + " more";
+    warn(prefix + list + suffix + " (warned once)");
+  }
+  if (full) warn_full(warn);
+}
 
 }  // namespace
 
 void warn_once(const Warn& warn, const std::string& key, const std::string& message) {
   if (!warn) return;
-  static std::mutex mu;
-  static std::set<std::string> warned;
-  bool last = false;
+  bool full = false, first = false;
   {
-    std::lock_guard<std::mutex> lk(mu);
-    if (warned.size() > kMaxWarnings || !warned.insert(key).second) return;
-    last = warned.size() > kMaxWarnings;
+    std::lock_guard<std::mutex> lk(warned_mu);
+    first = first_warning_locked(key, &full);
   }
-  if (last)
-    warn("more than " + std::to_string(kMaxWarnings) +
-         " distinct request fields were warned about; further ones are not logged");
-  else
-    warn(message + " (warned once)");
+  if (first) warn(message + " (warned once)");
+  if (full) warn_full(warn);
 }
 
 void warn_ignored_fields(const ojson& body, RequestApi api, const Warn& warn) {
@@ -114,18 +153,19 @@ void warn_ignored_fields(const ojson& body, RequestApi api, const Warn& warn) {
   const char* where = api == RequestApi::kChat        ? "chat"
                       : api == RequestApi::kResponses ? "responses"
                                                       : "messages";
-  for (const auto& [key, value] : body.items()) {
-    if (used_fields(api).count(key) || label_fields().count(key)) continue;
-    warn_once(warn, std::string(where) + ":" + key,
-              "ignoring request field \"" + key + "\": cedar does not support it");
-  }
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : body.items())
+    if (!used_fields(api).count(key) && !label_fields().count(key)) unknown.push_back(key);
+  warn_fields_once(warn, std::string(where) + ":", unknown, "ignoring request fields ",
+                   ": cedar does not support them");
   if (api != RequestApi::kChat) return;
+  std::vector<std::string> kwargs;
   if (const auto kw = body.find("chat_template_kwargs"); kw != body.end() && kw->is_object())
     for (const auto& [key, value] : kw->items())
       if (key != "thinking" && key != "enable_thinking" && key != "reasoning_effort")
-        warn_once(
-            warn, "chat_template_kwargs." + key,
-            "ignoring chat_template_kwargs." + key + ": the V4.1 template has no such option");
+        kwargs.push_back(key);
+  warn_fields_once(warn, "chat_template_kwargs.", kwargs, "ignoring chat_template_kwargs ",
+                   ": the V4.1 template has no such options");
 }
 
 }  // namespace cedar::server

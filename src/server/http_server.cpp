@@ -176,6 +176,8 @@ const char* endpoint_name(int e) {
 
 HttpServer::HttpServer(Metrics& metrics, ServerConfig cfg, int http_threads)
     : metrics_(metrics), cfg_(std::move(cfg)), log_(cfg_.log_format) {
+  policy_.allowed_hosts = cfg_.allowed_hosts;
+  policy_.cors = cfg_.cors_origin;
   routes();
   ListenerOptions opt;
   opt.limits.max_body_bytes = cfg_.max_body_bytes;
@@ -197,7 +199,10 @@ HttpServer::HttpServer(Metrics& metrics, ServerConfig cfg, int http_threads)
 
 HttpServer::~HttpServer() { stop(); }
 
-int HttpServer::bind(const std::string& host, int port) { return http_->bind(host, port); }
+int HttpServer::bind(const std::string& host, int port) {
+  policy_.bound_host = host;
+  return http_->bind(host, port);
+}
 
 void HttpServer::attach(runtime::Engine& engine, Scheduler& scheduler, bool prefix_cache) {
   if (ctx_) throw std::logic_error("HttpServer::attach called twice");
@@ -227,11 +232,18 @@ void HttpServer::refused(const HttpRequest& req, int status, const std::string& 
   log_.request(rec);
 }
 
-// Whether the request may reach its route: the health check and the chat page (static; it sends
-// the key with its API calls) are open, CORS preflights carry no key, nothing else is served
-// while the model loads, and the rest needs the API key if one is set.
+// Whether the request may reach its route: nothing that fails the browser and network boundary
+// (origin_policy.h); then the health check and the chat page (static; it sends the key with its
+// API calls) are open, CORS preflights carry no key, nothing else is served while the model
+// loads, and the rest needs the API key if one is set.
 bool HttpServer::gate(const HttpRequest& req, HttpResponse& res) {
-  if (req.path == "/health" || (req.path == "/" && req.method == "GET")) return true;
+  if (const auto refusal = check_boundary(req, policy_)) {
+    send_error(res, ApiError(refusal->status, refusal->why), flavor_of(req.path));
+    metrics_.request_done("refused", refusal->status);
+    return false;
+  }
+  if (req.path == "/health" || (req.path == "/" && (req.method == "GET" || req.method == "HEAD")))
+    return true;
   if (req.method == "OPTIONS" && !cfg_.cors_origin.empty()) return true;
   if (!ready_.load(std::memory_order_acquire)) {
     res.set_header("Retry-After", "5");
@@ -286,9 +298,14 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
     res = HttpResponse{};
     send_error(res, ApiError(500, std::string("internal error: ") + e.what()), flavor_of(req.path));
   }
-  if (!cfg_.cors_origin.empty()) {
-    res.set_header("Access-Control-Allow-Origin", cfg_.cors_origin);
-    if (cfg_.cors_origin != "*") res.set_header("Vary", "Origin");
+  // one origin per response: the one that asked, when it is allowed
+  if (cfg_.cors_origin == "*") {
+    res.set_header("Access-Control-Allow-Origin", "*");
+  } else if (!cfg_.cors_origin.empty()) {
+    const std::string& origin = req.header("origin");
+    if (!origin.empty() && cors_allows(cfg_.cors_origin, origin))
+      res.set_header("Access-Control-Allow-Origin", origin);
+    res.set_header("Vary", "Origin");
   }
   if (res.self_logged) return;
   RequestRecord rec = record_of(req);
@@ -328,6 +345,7 @@ void HttpServer::routes() {
     metrics_.set_queue(scheduler().queued(), scheduler().active());
     metrics_.set_kv(scheduler().kv_used(), scheduler().kv_capacity());
     metrics_.set_batch(engine().batcher_stats());
+    metrics_.set_log_dropped(log_.dropped());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   for (const char* p : {"/v1/models", "/models"})

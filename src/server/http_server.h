@@ -14,6 +14,7 @@
 
 #include "server/api_common.h"
 #include "server/http_listener.h"
+#include "server/origin_policy.h"
 #include "server/request_log.h"
 
 namespace cedar::server {
@@ -34,6 +35,8 @@ class HttpServer {
   // Serves until stop(). Returns false if the listener failed.
   bool listen();
   void stop();
+  // A line in the server's log (never blocks: log_sink.h).
+  void log_info(const std::string& message) { log_.info(message); }
 
  private:
   using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;
@@ -54,6 +57,7 @@ class HttpServer {
 
   Metrics& metrics_;
   ServerConfig cfg_;
+  OriginPolicy policy_;            // the browser and network boundary (origin_policy.h)
   std::optional<ApiContext> ctx_;  // set by attach()
   std::atomic<bool> ready_{false};
   RequestLog log_;

@@ -100,6 +100,9 @@ std::string Metrics::prometheus() const {
           drafted_);
   counter("cedar_spec_accepted_tokens_total", "Drafted tokens the verify passes kept.", accepted_);
   counter("cedar_spec_verify_passes_total", "Speculative verify passes.", verify_passes_);
+  counter("cedar_log_lines_dropped_total",
+          "Log lines dropped because stderr did not take them in time (a stalled reader).",
+          int64_t(log_dropped_));
   gauge("cedar_requests_queued", "Requests waiting for a slot.", queued_);
   gauge("cedar_requests_active", "Requests being generated.", active_);
   gauge("cedar_kv_reserved_bytes",

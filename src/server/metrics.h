@@ -60,6 +60,8 @@ class Metrics {
     kv_capacity_ = capacity;
   }
 
+  // Log lines dropped so far (server/log_sink.h), as of now.
+  void set_log_dropped(uint64_t n) { log_dropped_ = n; }
   // The batcher's counters, as of now (set before prometheus()).
   void set_batch(const runtime::BatcherStats& b) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -83,6 +85,7 @@ class Metrics {
   std::atomic<int64_t> drafted_{0}, accepted_{0}, verify_passes_{0};
   std::atomic<int> queued_{0}, active_{0};
   std::atomic<int64_t> kv_used_{0}, kv_capacity_{0};
+  std::atomic<uint64_t> log_dropped_{0};
   runtime::BatcherStats batch_;  // guarded by mu_
   Histogram latency_, ttft_;
 };

@@ -30,6 +30,12 @@ std::string fixed3(double v) {
   return buf;
 }
 
+// A request path as logged: a client may send 64 KB of it, the log line keeps the first 512 bytes.
+std::string logged_path(const std::string& path) {
+  constexpr size_t kMax = 512;
+  return path.size() <= kMax ? path : path.substr(0, kMax) + "...";
+}
+
 }  // namespace
 
 LogFormat parse_log_format(const std::string& s) {
@@ -38,16 +44,11 @@ LogFormat parse_log_format(const std::string& s) {
   throw std::runtime_error("--log-format must be text or json, got '" + s + "'");
 }
 
-void RequestLog::write(const std::string& line) {
-  std::lock_guard<std::mutex> lk(mu_);
-  std::fputs(line.c_str(), out_);
-  std::fflush(out_);
-}
-
 void RequestLog::request(const RequestRecord& r) {
   if (format_ == LogFormat::kJson) {
-    text::ojson j = {{"time", timestamp()}, {"level", "info"}, {"event", "request"},
-                     {"method", r.method},  {"path", r.path},  {"status", r.status},
+    text::ojson j = {{"time", timestamp()},         {"level", "info"},
+                     {"event", "request"},          {"method", r.method},
+                     {"path", logged_path(r.path)}, {"status", r.status},
                      {"remote", r.remote}};
     if (r.seconds >= 0) j["seconds"] = r.seconds;
     if (r.ttft_seconds >= 0) j["ttft_seconds"] = r.ttft_seconds;
@@ -55,10 +56,11 @@ void RequestLog::request(const RequestRecord& r) {
     if (r.cached_tokens >= 0) j["cached_tokens"] = r.cached_tokens;
     if (r.completion_tokens >= 0) j["completion_tokens"] = r.completion_tokens;
     if (!r.finish.empty()) j["finish"] = r.finish;
-    write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
+    sink_.write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
     return;
   }
-  std::string s = timestamp() + " " + r.method + " " + r.path + " " + std::to_string(r.status);
+  std::string s =
+      timestamp() + " " + r.method + " " + logged_path(r.path) + " " + std::to_string(r.status);
   if (r.seconds >= 0) s += " " + fixed3(r.seconds) + "s";
   if (r.ttft_seconds >= 0) s += " ttft " + fixed3(r.ttft_seconds) + "s";
   if (r.prompt_tokens >= 0) {
@@ -68,16 +70,19 @@ void RequestLog::request(const RequestRecord& r) {
   if (r.completion_tokens >= 0) s += " completion " + std::to_string(r.completion_tokens);
   if (!r.finish.empty()) s += " " + r.finish;
   if (!r.remote.empty()) s += " from " + r.remote;
-  write(s + "\n");
+  sink_.write(s + "\n");
 }
 
-void RequestLog::warn(const std::string& message) {
+void RequestLog::line(const char* level, const std::string& message) {
   if (format_ == LogFormat::kJson) {
-    const text::ojson j = {{"time", timestamp()}, {"level", "warning"}, {"message", message}};
-    write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
+    const text::ojson j = {{"time", timestamp()}, {"level", level}, {"message", message}};
+    sink_.write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
   } else {
-    write(timestamp() + " warning: " + message + "\n");
+    sink_.write(timestamp() + " " + level + ": " + message + "\n");
   }
 }
+
+void RequestLog::warn(const std::string& message) { line("warning", message); }
+void RequestLog::info(const std::string& message) { line("info", message); }
 
 }  // namespace cedar::server

@@ -1,12 +1,14 @@
 // The server's log: one line per answered request and the server's warnings, on stderr, as text
 // for a terminal or as one JSON object per line (--log-format json) for a log collector. Lines
-// from concurrent requests never interleave.
+// from concurrent requests never interleave, and writing them never blocks a request: they go
+// through a bounded queue (log_sink.h) that drops lines when the sink does not keep up.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
-#include <mutex>
 #include <string>
+
+#include "server/log_sink.h"
 
 namespace cedar::server {
 
@@ -24,16 +26,20 @@ struct RequestRecord {
 class RequestLog {
  public:
   explicit RequestLog(LogFormat format = LogFormat::kText, FILE* out = stderr)
-      : format_(format), out_(out) {}
+      : format_(format), sink_(out) {}
   void request(const RequestRecord& r);
   void warn(const std::string& message);
+  void info(const std::string& message);
   LogFormat format() const { return format_; }
+  // Waits (at most a second) for the lines logged so far to reach the FILE.
+  bool flush() { return sink_.flush(); }
+  // Lines dropped because the sink did not keep up.
+  uint64_t dropped() const { return sink_.dropped(); }
 
  private:
-  void write(const std::string& line);
+  void line(const char* level, const std::string& message);
   LogFormat format_;
-  FILE* out_;
-  std::mutex mu_;
+  LogSink sink_;
 };
 
 // "text" or "json"; throws std::runtime_error naming the value otherwise.

@@ -83,12 +83,15 @@ struct Scheduler::Slot {
 
 namespace {
 
-// -c, at most the model's context (the model's when -c is not given)
+// -c, at most the model's context (the model's when -c is not given). Beyond it is an error, not
+// a silent clamp: the user asked for a context the model cannot hold.
 int64_t context_limit(const ModelConfig& cfg, int64_t asked) {
   const int64_t model_ctx = cfg.max_position_embeddings;
-  int64_t ctx = asked > 0 ? asked : model_ctx > 0 ? model_ctx : std::numeric_limits<int32_t>::max();
-  if (model_ctx > 0) ctx = std::min(ctx, model_ctx);
-  return ctx;
+  if (model_ctx > 0 && asked > model_ctx)
+    throw std::runtime_error("--ctx-size " + std::to_string(asked) + " is more than the model's " +
+                             std::to_string(model_ctx) +
+                             "-token context (0 or absent: the model's)");
+  return asked > 0 ? asked : model_ctx > 0 ? model_ctx : std::numeric_limits<int32_t>::max();
 }
 
 }  // namespace
@@ -177,7 +180,9 @@ void Scheduler::hold_session_locked(Slot* slot) {
 void Scheduler::submit(std::shared_ptr<Job> job) {
   std::lock_guard<std::mutex> lk(mu_);
   if (stopping_) throw ApiError(503, "the server is shutting down");
-  if (int(queue_.size()) >= opt_.max_queue)
+  // max_queue counts the requests that wait: one that finds an idle slot never does
+  const bool slot_idle = active_ + int(queue_.size()) < int(slots_.size());
+  if (!slot_idle && int(queue_.size()) >= opt_.max_queue)
     throw ApiError(503, "the server is overloaded: " + std::to_string(queue_.size()) +
                             " requests are waiting; retry later");
   reserve_kv_locked(*job);

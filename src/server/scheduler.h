@@ -36,7 +36,7 @@ struct SchedulerOptions {
   int64_t ctx_size = 0;         // prompt + completion limit; <= 0: the model's
   int64_t prefill_chunk = 128;  // prompt tokens per forward call (one chunk per pass)
   int batch_rows = 512;         // rows per batched pass (runtime::BatcherOptions::max_rows)
-  int max_queue = 256;          // waiting requests beyond which submit() answers 503
+  int max_queue = 256;  // requests that may wait for a slot; past it submit() answers 503 (0: none)
   runtime::SpeculativeOptions speculative;  // DSpark speculative decoding of every request
   int64_t kv_pool = 0;  // KV bytes shared by the slots (0: each slot holds a full context)
 };

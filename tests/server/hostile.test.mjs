@@ -1,5 +1,5 @@
 // Requests that used to crash, starve or mislead the server (issue 10): deep JSON, chunked
-// bodies past --max-body, out-of-range numbers, form-encoded JSON, images, a port already in use,
+// bodies past --max-body, out-of-range numbers, form-encoded JSON (now a 415), images, a port in use,
 // clients that leave a non-streaming request, slow-header clients. After each the server is
 // alive and answers valid requests.
 import { test, before, after } from 'node:test';
@@ -90,11 +90,13 @@ test('out-of-range numbers are 400s', async () => {
   }
 });
 
-test('JSON sent with curl -d\'s form content type is read as JSON, whatever its size', async () => {
+test('JSON sent with curl -d\'s form content type is a 415 that says how to send it', async () => {
+  // a browser may send this type cross-origin without asking first (issue 46)
   const body = JSON.stringify({ ...OK, messages: [{ role: 'user', content: 'y'.repeat(20000) }] });
   const r = await post(srv.url + '/v1/chat/completions', body,
                        { 'content-type': 'application/x-www-form-urlencoded' });
-  assert.equal(r.status, 200, r.text);
+  assert.equal(r.status, 415, r.text);
+  assert.match(r.json.error.message, /Content-Type: application\/json/);
 });
 
 test('an image that is only a PNG signature is refused with a 400 that says why', async () => {

@@ -40,5 +40,43 @@ TEST(JsonLimits, ParseRefusesDeepTextAndExplainsBadText) {
   EXPECT_TRUE(parse_untrusted_json("").is_discarded());
 }
 
+std::string object_of(size_t keys, size_t key_bytes = 0) {
+  std::string s = "{";
+  for (size_t i = 0; i < keys; ++i) {
+    std::string k = std::to_string(i);
+    if (k.size() < key_bytes) k.insert(0, key_bytes - k.size(), 'k');
+    s += (i ? ",\"" : "\"") + k + "\":1";
+  }
+  return s + "}";
+}
+
+TEST(JsonLimits, ObjectsWithTooManyKeysAreRefusedNamingThePath) {
+  std::string why;
+  const std::string at_limit = "{\"model\":\"m\",\"logit_bias\":" + object_of(1024) + "}";
+  EXPECT_TRUE(parse_untrusted_json(at_limit, &why).is_object()) << why;
+  const std::string over = "{\"model\":\"m\",\"logit_bias\":" + object_of(1025) + "}";
+  EXPECT_TRUE(parse_untrusted_json(over, &why).is_discarded());
+  EXPECT_EQ(why, "a JSON object in `logit_bias` has more than 1024 keys");
+  const std::string deep = R"({"tools":[{"parameters":{"properties":)" + object_of(100000) + "}}]}";
+  EXPECT_TRUE(parse_untrusted_json(deep, &why).is_discarded());
+  EXPECT_EQ(why, "a JSON object in `tools[].parameters.properties` has more than 1024 keys");
+  EXPECT_TRUE(parse_untrusted_json(object_of(2000), &why).is_discarded());
+  EXPECT_EQ(why, "a JSON object in the top level has more than 1024 keys");
+  // keys inside strings and arrays of many values do not count
+  std::string many = "[0";
+  for (int i = 0; i < 5000; ++i) many += ",{\"a\":1}";
+  EXPECT_TRUE(parse_untrusted_json(many + "]", &why).is_array()) << why;
+  EXPECT_TRUE(parse_untrusted_json(R"({"a":")" + std::string(3000, ':') + "\"}", &why).is_object());
+}
+
+TEST(JsonLimits, LongKeysAreRefused) {
+  std::string why;
+  EXPECT_TRUE(parse_untrusted_json(object_of(4, 1024), &why).is_object()) << why;
+  EXPECT_TRUE(parse_untrusted_json(object_of(4, 1025), &why).is_discarded());
+  EXPECT_EQ(why, "a JSON object key in the top level is longer than 1024 bytes");
+  // a long string value is not a key
+  EXPECT_TRUE(parse_untrusted_json(R"({"a":")" + std::string(5000, 'x') + "\"}", &why).is_object());
+}
+
 }  // namespace
 }  // namespace cedar

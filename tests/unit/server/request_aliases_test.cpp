@@ -3,7 +3,9 @@
 #include "server/request_aliases.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,12 +55,30 @@ TEST(FieldWarnings, IgnoredFieldsAreWarnedOncePerProcess) {
   const ojson body = ojson::parse(R"({"model": "m", "messages": [], "user": "u1",
     "logit_bias": {"5": 1}, "zz_test_field": 1, "chat_template_kwargs": {"zz_kw": 1}})");
   warn_ignored_fields(body, RequestApi::kChat, warn);
-  ASSERT_EQ(w.size(), 3u);
-  EXPECT_NE(w[0].find("\"logit_bias\""), std::string::npos) << w[0];
-  EXPECT_NE(w[1].find("\"zz_test_field\""), std::string::npos) << w[1];
-  EXPECT_NE(w[2].find("chat_template_kwargs.zz_kw"), std::string::npos) << w[2];
+  ASSERT_EQ(w.size(), 2u);  // one line for the body's fields, one for the template's
+  EXPECT_NE(w[0].find("\"logit_bias\", \"zz_test_field\""), std::string::npos) << w[0];
+  EXPECT_NE(w[1].find("chat_template_kwargs \"zz_kw\""), std::string::npos) << w[1];
   warn_ignored_fields(body, RequestApi::kChat, warn);  // the same fields again: no new warning
-  EXPECT_EQ(w.size(), 3u);
+  EXPECT_EQ(w.size(), 2u);
+}
+
+// A body of thousands of invented names: one short line names a few, and the process stops
+// logging new names once it has warned about 256.
+TEST(FieldWarnings, ManyUnknownFieldsMakeOneShortLine) {
+  std::vector<std::string> w;
+  auto warn = [&](const std::string& m) { w.push_back(m); };
+  ojson body = {{"model", "m"}, {"messages", ojson::array()}};
+  for (int i = 0; i < 1000; ++i) body["zz_many_" + std::to_string(i) + std::string(200, 'x')] = 1;
+  warn_ignored_fields(body, RequestApi::kChat, warn);
+  ASSERT_GE(w.size(), 1u);
+  ASSERT_LE(w.size(), 2u);  // the names, and (the set filling up) that no more are logged
+  EXPECT_NE(w[0].find(" more: cedar does not support them"), std::string::npos) << w[0];
+  for (const std::string& line : w) EXPECT_LT(line.size(), 1000u) << line;
+  for (int i = 0; i < 1000; ++i) body["zz_later_" + std::to_string(i)] = 1;
+  w.clear();
+  warn_ignored_fields(body, RequestApi::kChat, warn);
+  EXPECT_LE(w.size(), 1u);
+  for (const std::string& line : w) EXPECT_LT(line.size(), 1000u) << line;
 }
 
 std::string read_all(FILE* f) {
@@ -96,6 +116,7 @@ TEST(RequestLog, TextAndJsonLines) {
   RequestLog log(LogFormat::kJson, j);
   log.request(r);
   log.warn("a \"quoted\" warning");
+  ASSERT_TRUE(log.flush());
   const std::string text = read_all(j);
   std::fclose(j);
   const size_t nl = text.find('\n');
@@ -108,6 +129,37 @@ TEST(RequestLog, TextAndJsonLines) {
   EXPECT_EQ(b["level"], "warning");
   EXPECT_EQ(b["message"], "a \"quoted\" warning");
   EXPECT_THROW(parse_log_format("xml"), std::runtime_error);
+}
+
+// A log whose reader never reads (a full pipe): logging returns at once, the lines past the
+// pipe and the queue are dropped and counted, and the sink goes away without waiting for good.
+TEST(RequestLog, AFullPipeNeverBlocksTheCaller) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  FILE* w = fdopen(fds[1], "w");
+  ASSERT_NE(w, nullptr);
+  const std::string line = std::string(99, 'x') + "\n";
+  int accepted = 0;
+  {
+    LogSink sink(w, 64 << 10);
+    int refused = 0;
+    for (int i = 0; i < 5000; ++i) (sink.write(line) ? accepted : refused) += 1;
+    EXPECT_GT(refused, 0);
+    EXPECT_EQ(sink.dropped(), uint64_t(refused));
+    EXPECT_FALSE(sink.flush(std::chrono::milliseconds(10)));  // the writer is stuck in write()
+  }  // the destructor gives up after its bound
+  // the reader wakes up: every accepted line reaches it, whole and in order
+  std::string got;
+  char buf[1 << 16];
+  while (got.size() < size_t(accepted) * line.size()) {
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    got.append(buf, size_t(n));
+  }
+  EXPECT_EQ(got.size(), size_t(accepted) * line.size());
+  EXPECT_EQ(got.find_first_not_of(line), std::string::npos);
+  std::fclose(w);
+  close(fds[0]);
 }
 
 TEST(Metrics, LatencyAndTtftHistograms) {

@@ -43,6 +43,13 @@ long long positive(const Args& a, const std::string& name, long long def, long l
   return v;
 }
 
+// A size or count for which 0 means nothing useful (a zero body limit, chunk, thread count):
+// 0 stands for the default, as an absent flag does.
+long long count_or_default(const Args& a, const std::string& name, long long def, long long max) {
+  const long long v = positive(a, name, def, max);
+  return v == 0 ? def : v;
+}
+
 // The start-up banner (stdout): what is served, how, and with what memory.
 void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
                   const server::Scheduler& sched, bool cache, int parallel) {
@@ -107,6 +114,9 @@ int cmd_serve(int argc, char** argv) {
            {"max-tokens", "", true,
             "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
            {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
+           {"request-timeout", "", true,
+            "end a generation that runs longer than this many seconds, as an error (default "
+            "0: no limit)"},
            {"log-format", "", true,
             "request log on stderr: text (default) or json (one object a line)"},
            {"cors", "", true,
@@ -147,16 +157,16 @@ int cmd_serve(int argc, char** argv) {
   }
   const std::string host = args.get("host", "127.0.0.1");
   const int port = int(positive(args, "port", 8080, 65535));
-  const int parallel = int(positive(args, "parallel", 8, 1024));
-  if (parallel < 1) throw std::runtime_error("--parallel must be at least 1");
+  const int parallel = int(count_or_default(args, "parallel", 8, 1024));
 
   server::ServerConfig cfg;
   cfg.model_name = args.get("model-name", cfg.model_name);
   cfg.api_key =
       args.get("api-key", std::getenv("CEDAR_API_KEY") ? std::getenv("CEDAR_API_KEY") : "");
   cfg.test_hooks = args.has("enable-test-hooks");
-  cfg.keepalive_ms = int(positive(args, "keepalive-ms", 2000, 600000));
-  cfg.max_body_bytes = size_t(positive(args, "max-body", 16ll << 20, 1ll << 34));
+  cfg.keepalive_ms = int(count_or_default(args, "keepalive-ms", 2000, 600000));
+  cfg.request_timeout_s = positive(args, "request-timeout", 0, 1ll << 31);
+  cfg.max_body_bytes = size_t(count_or_default(args, "max-body", 16ll << 20, 1ll << 34));
   cfg.default_max_tokens = positive(args, "max-tokens", 32768, 1ll << 40);
   cfg.log_format = server::parse_log_format(args.get("log-format", "text"));
   cfg.cors_origin = args.get("cors", "");
@@ -196,7 +206,7 @@ int cmd_serve(int argc, char** argv) {
   // answers 503 "loading", so a supervisor's health check sees the server come up.
   server::Metrics metrics;
   const int http_threads =
-      int(positive(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
+      int(count_or_default(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
   server::HttpServer http(metrics, cfg, http_threads);
   const int bound = front ? http.bind(host, port) : 0;
   const std::string model_dir = model_dir_or_default(args);
@@ -250,9 +260,9 @@ int cmd_serve(int argc, char** argv) {
   server::SchedulerOptions so;
   so.parallel = parallel;
   so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);
-  so.prefill_chunk = std::max<long long>(1, positive(args, "prefill-chunk", 128, 1 << 20));
+  so.prefill_chunk = count_or_default(args, "prefill-chunk", 128, 1 << 20);
   so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
-  so.batch_rows = int(std::max<long long>(1, positive(args, "batch-rows", 512, 1 << 20)));
+  so.batch_rows = int(count_or_default(args, "batch-rows", 512, 1 << 20));
   const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
   const bool use_cache =
       !ranks && !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
@@ -287,7 +297,7 @@ int cmd_serve(int argc, char** argv) {
     co.memory_bytes = uint64_t(cache_ram) << 20;
     co.disk_dir = args.get("cache-dir", "");
     co.disk_bytes = uint64_t(positive(args, "cache-disk", 16384, 1ll << 30)) << 20;
-    co.interval = positive(args, "cache-interval", 1024, 1ll << 30);
+    co.interval = count_or_default(args, "cache-interval", 1024, 1ll << 30);
     cache = std::make_unique<runtime::PrefixCache>(*engine, co);
   }
   server::Scheduler scheduler(*engine, cache.get(), so, &metrics);

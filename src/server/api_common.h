@@ -26,7 +26,10 @@ struct ServerConfig {
   std::string api_key;                           // "" = no authentication
   bool test_hooks = false;                       // honour cedar_test_output
   int keepalive_ms = 2000;                       // SSE keep-alive / non-streaming newline period
-  size_t max_body_bytes = 16u << 20;             // larger request bodies get a 413
+  // --request-timeout: seconds from arrival after which a generation is ended as an error
+  // (0: none); checked every keep-alive period
+  int64_t request_timeout_s = 0;
+  size_t max_body_bytes = 16u << 20;  // larger request bodies get a 413
   // max_tokens of a request that sets none (0: until the context is full). Without a cap a
   // request that forgot it holds its slot through the whole 1M context.
   int64_t default_max_tokens = 32768;

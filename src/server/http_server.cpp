@@ -73,6 +73,8 @@ struct Streaming {
   bool done = false;
   std::chrono::milliseconds keepalive{2000};
   Clock::time_point last_write = Clock::now();
+  Clock::time_point deadline = Clock::time_point::max();  // --request-timeout
+  std::string deadline_error;
   std::vector<CompletionEvent> evs;
   // Called once when the response has ended: `completed` false when the client went away first
   // (the request's log line and latency figures).
@@ -89,11 +91,17 @@ struct Streaming {
   // while tokens arrive, so without the padding a client that left would not be noticed (a
   // write is what fails) and its generation would run on to max_tokens.
   std::string next() {
+    check_deadline();
     std::string out = pieces();
     if (out.empty() && Clock::now() - last_write >= keepalive)
       out = stream ? sse_comment("keep-alive") : "\n";
     if (!out.empty()) last_write = Clock::now();
     return out;
+  }
+
+  // A job past its deadline ends (the scheduler reports it as an error) at its next step.
+  void check_deadline() {
+    if (!done && Clock::now() >= deadline) job->expire(deadline_error);
   }
 
   std::string pieces() {
@@ -135,6 +143,7 @@ void serve_job(const HttpRequest& req, HttpResponse& res, std::shared_ptr<Stream
         st->end(false);
         return;
       }
+      st->check_deadline();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
       st->job->wait(&evs, std::min(left, std::chrono::milliseconds(100)));
     }
@@ -419,6 +428,11 @@ void HttpServer::generate(ApiEndpoint ep, const HttpRequest& req, HttpResponse& 
     const ojson body = parse_body(req.body);
     auto st = std::make_shared<Streaming>();
     st->keepalive = std::chrono::milliseconds(std::max(50, cfg_.keepalive_ms));
+    if (cfg_.request_timeout_s > 0) {
+      st->deadline = Clock::now() + std::chrono::seconds(cfg_.request_timeout_s);
+      st->deadline_error = "the request ran past the server's deadline of " +
+                           std::to_string(cfg_.request_timeout_s) + " s (--request-timeout)";
+    }
     PreparedRequest p =
         prepare(*ctx_, ep, body, *st, [this](const std::string& m) { log_.warn(m); });
     st->stream = p.opts.stream;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/prompt_images.h"
@@ -51,6 +52,19 @@ class Job {
     halt_ = true;
   }
   bool client_cancelled() const { return client_cancelled_; }
+  // Server side: the request ran past its deadline; it ends as an error saying `why`. Idempotent.
+  void expire(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (expiry_.empty()) expiry_ = why;
+    }
+    halt_ = true;
+  }
+  // Why the job expired ("" if it did not).
+  std::string expiry() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return expiry_;
+  }
   // The flag the generator polls: set by cancel() or when a stop sequence ended the answer.
   std::atomic<bool>& halt_flag() { return halt_; }
 
@@ -83,6 +97,7 @@ class Job {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point created_ = Clock::now();
   std::optional<Clock::time_point> first_token_, done_at_;  // guarded by mu_
+  std::string expiry_;                                      // guarded by mu_
 };
 
 }  // namespace cedar::server

@@ -250,7 +250,8 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   Usage usage;
   usage.prompt_tokens = T;
 
-  auto finish = [&](Finish f, const std::string& error) {
+  auto finish = [&](Finish f, std::string error) {
+    if (error.empty() && f == Finish::kCancelled) error = job.expiry();  // past its deadline
     pipe.finish(f, &evs);
     job.push(&evs);
     Outcome o = pipe.outcome();

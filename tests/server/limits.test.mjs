@@ -142,3 +142,19 @@ test('flags: a context beyond the model\'s and negative threads are errors that 
   assert.notEqual(t.status, 0);
   assert.match(t.stderr.toString(), /--threads must be 0 \(every CPU\) or a positive number, got -3/);
 });
+
+test('--request-timeout ends a generation past it as an error that says so', async () => {
+  const s = await startServer(['--request-timeout', '1', '--keepalive-ms', '100', '--parallel', '1']);
+  try {
+    // the tiny model generates a few hundred tokens a second: 100,000 take far longer than 1 s
+    const r = await post(s.url + '/v1/chat/completions', { ...CHAT, max_tokens: 100000, stream: true });
+    assert.equal(r.status, 200);
+    const frames = r.text.split('\n').filter((l) => l.startsWith('data: {')).map((l) => JSON.parse(l.slice(6)));
+    const last = frames.at(-1);
+    assert.match(last.error?.message ?? '', /ran past the server's deadline of 1 s \(--request-timeout\)/, r.text.slice(-500));
+    assert.equal((await post(s.url + '/v1/chat/completions', CHAT)).status, 200);  // the slot is free again
+  } finally {
+    const { code } = await s.stop();
+    assert.equal(code, 0);
+  }
+});

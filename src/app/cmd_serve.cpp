@@ -188,6 +188,20 @@ int cmd_serve(int argc, char** argv) {
         "--ranks: --speculative dspark and the prefix cache (--cache-ram, --cache-dir: its "
         "restores rebuild the window by replay) need one process");
 
+  // The engine and scheduler flags, checked before the port is bound.
+  runtime::EngineOptions eo;
+  eo.model_dir = model_dir_or_default(args);
+  eo.threads = threads_option(args, "cedar serve");
+  eo.kernels = args.get("kernels", "");
+  eo.gguf_requant = args.has("gguf-requant");
+  eo.tokenizer_path = args.get("tokenizer", "");
+  server::SchedulerOptions so;
+  so.parallel = parallel;
+  so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);
+  so.prefill_chunk = count_or_default(args, "prefill-chunk", 128, 1 << 20);
+  so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
+  so.batch_rows = int(count_or_default(args, "batch-rows", 512, 1 << 20));
+
   // Signals are taken by one thread (sigwait) so that shutdown runs outside a signal handler.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -209,7 +223,7 @@ int cmd_serve(int argc, char** argv) {
       int(count_or_default(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
   server::HttpServer http(metrics, cfg, http_threads);
   const int bound = front ? http.bind(host, port) : 0;
-  const std::string model_dir = model_dir_or_default(args);
+  const std::string& model_dir = eo.model_dir;
   std::printf("cedar serve: bound http://%s:%d, loading %s\n", host.c_str(), bound,
               model_dir.c_str());
   std::fflush(stdout);
@@ -251,18 +265,6 @@ int cmd_serve(int argc, char** argv) {
     }
   } shutdown{http, listener, sig_thread, exiting};
 
-  runtime::EngineOptions eo;
-  eo.model_dir = model_dir;
-  eo.threads = threads_option(args, "cedar serve");
-  eo.kernels = args.get("kernels", "");
-  eo.gguf_requant = args.has("gguf-requant");
-  eo.tokenizer_path = args.get("tokenizer", "");
-  server::SchedulerOptions so;
-  so.parallel = parallel;
-  so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);
-  so.prefill_chunk = count_or_default(args, "prefill-chunk", 128, 1 << 20);
-  so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
-  so.batch_rows = int(count_or_default(args, "batch-rows", 512, 1 << 20));
   const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
   const bool use_cache =
       !ranks && !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));

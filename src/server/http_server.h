@@ -54,7 +54,8 @@ class HttpServer {
 
   Metrics& metrics_;
   ServerConfig cfg_;
-  std::optional<ApiContext> ctx_;  // set by attach()
+  std::unique_ptr<ImagePool> images_;  // from cfg_.images; outlives the listener's threads
+  std::optional<ApiContext> ctx_;      // set by attach()
   std::atomic<bool> ready_{false};
   RequestLog log_;
   std::map<std::string, std::vector<Route>> routes_;  // by path; fixed before bind()

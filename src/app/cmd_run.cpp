@@ -253,6 +253,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     throw UsageError("unexpected argument '" + args.positional().front() +
                      "' (the prompt goes after -p)");
   rc->engine.model_dir = model_dir_or_default(args);
+  // checked here first so that a bad value is a usage error (status 2); then lowered to the CPUs
+  (void)int_flag(args, "threads", 0, 0, INT_MAX, "0 (every CPU) or a positive number");
   rc->engine.threads = threads_option(args, "cedar run");
   rc->engine.kernels = args.get("kernels", "");
   rc->engine.gguf_requant = args.has("gguf-requant");

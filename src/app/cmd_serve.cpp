@@ -127,6 +127,10 @@ int cmd_serve(int argc, char** argv) {
             "(\"*\": any; default: none)"},
            {"http-threads", "", true,
             "threads that run generation requests (default max(256, 4*parallel+16))"},
+           {"image-budget", "", true,
+            "image memory in flight, in megapixels of RGB (2^20 pixels, 3 bytes each): images "
+            "being decoded and patches waiting for the tower (default 128)"},
+           {"image-threads", "", true, "threads that decode images (default 2)"},
            {"kernels", "", true, kKernelsHelp},
            {"gguf-requant", "", false, kGgufRequantHelp},
            {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
@@ -172,6 +176,11 @@ int cmd_serve(int argc, char** argv) {
   cfg.cors_origin = args.get("cors", "");
   if (args.has("allowed-hosts"))
     cfg.allowed_hosts = server::parse_allowed_hosts(args.get("allowed-hosts", ""));
+  // 0: the default, as for the other size and count flags
+  if (const long long mpx = positive(args, "image-budget", 0, 1 << 20); mpx > 0)
+    cfg.images.pixel_budget = mpx << 20;
+  if (const long long n = positive(args, "image-threads", 0, 256); n > 0)
+    cfg.images.threads = int(n);
   if (!is_loopback(host) && cfg.api_key.empty())
     std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
   if (cfg.test_hooks)

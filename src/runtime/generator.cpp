@@ -203,6 +203,7 @@ void Generator::prefill(std::span<const int32_t> prompt, const GenerationOptions
       rows.push_back(engine_.encode_image(*im.patches));
       images.push_back({im.span, rows.back().data()});
     }
+  if (!opt.images.empty() && cb.on_images_encoded) cb.on_images_encoded();
 
   const int64_t chunk = std::max<int64_t>(1, opt.prefill_chunk);
   const int64_t interval = cache_ != nullptr && opt.use_prefix_cache ? cache_->interval() : 0;

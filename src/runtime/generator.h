@@ -125,6 +125,10 @@ struct GenerationCallbacks {
   std::function<void(const TokenLogprobs&)> on_logprobs;
   // after each prefill chunk: prompt tokens in the state so far, of `total`
   std::function<void(int64_t done, int64_t total)> on_prefill;
+  // once the tower has encoded the prompt's images (those the session or the prefix cache did
+  // not already hold), before the first chunk: their patches are not read again, so the caller
+  // may free them (the server's pixel budget counts them until then)
+  std::function<void()> on_images_encoded;
 };
 
 class Generator {

@@ -54,18 +54,29 @@ ExpandedPrompt expand_images(std::span<const int32_t> ids, int32_t placeholder,
 
 std::vector<PromptImage> attach_images(const ModelConfig& cfg, std::vector<int32_t>* ids,
                                        std::span<const std::string> encoded) {
-  if (encoded.empty()) return {};
-  std::vector<PromptImage> out(encoded.size());
-  std::vector<vision::ImagePlan> plans;
+  std::vector<std::shared_ptr<const vision::ImagePatches>> patches;
   for (size_t k = 0; k < encoded.size(); ++k) {
     try {
-      out[k].patches = preprocess_image_file(
-          cfg, std::span(reinterpret_cast<const uint8_t*>(encoded[k].data()), encoded[k].size()));
+      patches.push_back(preprocess_image_file(
+          cfg, std::span(reinterpret_cast<const uint8_t*>(encoded[k].data()), encoded[k].size())));
     } catch (const vision::ImageError& e) {
       throw vision::ImageError("image " + std::to_string(k) + ": " + e.what());
     }
-    out[k].digest = image_digest(*out[k].patches);
-    plans.push_back(out[k].patches->plan);
+  }
+  return attach_patches(cfg, ids, std::move(patches));
+}
+
+std::vector<PromptImage> attach_patches(
+    const ModelConfig& cfg, std::vector<int32_t>* ids,
+    std::vector<std::shared_ptr<const vision::ImagePatches>> patches) {
+  if (patches.empty()) return {};
+  if (!cfg.has_vision) throw std::invalid_argument("the model has no vision tower");
+  std::vector<PromptImage> out(patches.size());
+  std::vector<vision::ImagePlan> plans;
+  for (size_t k = 0; k < patches.size(); ++k) {
+    out[k].digest = image_digest(*patches[k]);
+    plans.push_back(patches[k]->plan);
+    out[k].patches = std::move(patches[k]);
   }
   ExpandedPrompt e = expand_images(*ids, int32_t(cfg.image_token_id), plans);
   *ids = std::move(e.ids);

@@ -52,6 +52,12 @@ ExpandedPrompt expand_images(std::span<const int32_t> ids, int32_t placeholder,
 std::vector<PromptImage> attach_images(const ModelConfig& cfg, std::vector<int32_t>* ids,
                                        std::span<const std::string> encoded);
 
+// The same from images already preprocessed (the server decodes them under its pixel budget,
+// server/image_pool.h): their digests, and *ids expanded to their spans.
+std::vector<PromptImage> attach_patches(
+    const ModelConfig& cfg, std::vector<int32_t>* ids,
+    std::vector<std::shared_ptr<const vision::ImagePatches>> patches);
+
 // The images whose spans overlap positions [p0, p0 + n): what a forward call over those rows
 // takes (ForwardOptions::images).
 std::span<const ImageInput> images_in(std::span<const ImageInput> all, int64_t p0, int n);

@@ -112,8 +112,9 @@ void finish_spec(const ApiContext& ctx, PreparedRequest* r) {
 namespace {
 
 // The request's images (image_url parts: data URLs only; the server never fetches a URL): each
-// decoded and preprocessed, the prompt's placeholders expanded to their spans. A bad image, a
-// URL that is not a base64 data URL or a model without a vision tower is a 400.
+// decoded and preprocessed under the server's pixel budget, the prompt's placeholders expanded to
+// their spans. A bad image, a URL that is not a base64 data URL or a model without a vision tower
+// is a 400; a spent budget a 503 (server/image_pool.h).
 void attach_request_images(const ApiContext& ctx, runtime::Prompt* p, JobSpec* spec) {
   if (p->images.empty()) return;
   if (!ctx.engine.config().has_vision)
@@ -132,10 +133,10 @@ void attach_request_images(const ApiContext& ctx, runtime::Prompt* p, JobSpec* s
                      "messages");
     bytes.push_back(std::move(*b));
   }
+  auto patches = ctx.images.preprocess(vision::geometry_of(ctx.engine.config().vision),
+                                       std::move(bytes), ctx.client_gone);
   try {
-    spec->images = attach_images(ctx.engine.config(), &p->ids, bytes);
-  } catch (const vision::ImageError& e) {
-    throw ApiError(400, std::string("bad image: ") + e.what(), "messages");
+    spec->images = attach_patches(ctx.engine.config(), &p->ids, std::move(patches));
   } catch (const std::invalid_argument& e) {
     throw ApiError(400, e.what(), "messages");
   }
@@ -188,6 +189,20 @@ void choose_tool_constraint(const text::ChatRequest& req, JobSpec* spec, const W
 
 }  // namespace
 
+runtime::Prompt render_chat_prompt(const ApiContext& ctx, const text::ChatRequest& req,
+                                   JobSpec* spec) {
+  runtime::Prompt p;
+  try {
+    p = ctx.engine.render_chat(req);
+  } catch (const text::RequestError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ApiError(400, std::string("cannot encode the messages: ") + e.what(), "messages");
+  }
+  attach_request_images(ctx, &p, spec);
+  return p;
+}
+
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
                              std::string tool_id_prefix, OptionNames names, const Warn& warn) {
   PreparedRequest r;
@@ -198,16 +213,8 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
   const text::ChatRequest req = text::parse_chat_request(body);
   r.spec.json_schema = response_schema(body);
   choose_tool_constraint(req, &r.spec, warn);
-  runtime::Prompt p;
-  try {
-    p = ctx.engine.render_chat(req);
-  } catch (const text::RequestError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw ApiError(400, std::string("cannot encode the messages: ") + e.what(), "messages");
-  }
+  runtime::Prompt p = render_chat_prompt(ctx, req, &r.spec);
   r.thinking = p.start == text::GenerationStart::kReasoning || req.thinking;
-  attach_request_images(ctx, &p, &r.spec);
   r.spec.prompt = std::move(p.ids);
   r.spec.setup.parser.start = p.start;
   r.spec.setup.parser.tools = req.tools;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "server/api_error.h"
 #include "server/completion.h"
 #include "server/field_warnings.h"
+#include "server/image_pool.h"
 #include "server/job.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
@@ -40,6 +42,7 @@ struct ServerConfig {
   std::string cors_origin;
   // --allowed-hosts: Host names served besides loopback names and IP literals ("*": any)
   std::vector<std::string> allowed_hosts;
+  ImagePoolOptions images;  // image decoding: threads, pixel budget, per-request cap
 };
 
 struct ApiContext {
@@ -47,6 +50,9 @@ struct ApiContext {
   Scheduler& scheduler;
   Metrics& metrics;
   const ServerConfig& cfg;
+  ImagePool& images;  // decodes the requests' images
+  // The request being prepared: whether its client has left (its images stop decoding then).
+  std::function<bool()> client_gone;
 };
 
 // A request ready for the scheduler plus what the front end needs to answer it.
@@ -75,6 +81,13 @@ std::string require_model(const ojson& body);
 std::string indexed(const std::string& base, size_t i);
 const std::string& string_field(const ojson& o, const char* key, const std::string& where);
 const std::string& block_type(const ojson& b, const std::string& where);
+
+// A chat request's prompt, rendered, with its images (image_url parts: base64 data URLs)
+// decoded and preprocessed on ctx.images and its placeholders expanded to their spans, which
+// go to spec->images and spec->identity: what prepare_chat queues and Anthropic count_tokens
+// counts, so that both count and refuse images alike. Throws ApiError / text::RequestError.
+runtime::Prompt render_chat_prompt(const ApiContext& ctx, const text::ChatRequest& req,
+                                   JobSpec* spec);
 
 // Chat Completions body (possibly converted from another API) -> JobSpec. `tool_id_prefix`:
 // tool-call ids are prefix + index. Throws ApiError / text::RequestError; what cannot be honoured

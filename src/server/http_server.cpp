@@ -184,7 +184,10 @@ const char* endpoint_name(int e) {
 }  // namespace
 
 HttpServer::HttpServer(Metrics& metrics, ServerConfig cfg, int http_threads)
-    : metrics_(metrics), cfg_(std::move(cfg)), log_(cfg_.log_format) {
+    : metrics_(metrics),
+      cfg_(std::move(cfg)),
+      images_(std::make_unique<ImagePool>(cfg_.images)),
+      log_(cfg_.log_format) {
   policy_.allowed_hosts = cfg_.allowed_hosts;
   policy_.cors = cfg_.cors_origin;
   routes();
@@ -216,7 +219,7 @@ int HttpServer::bind(const std::string& host, int port) {
 void HttpServer::attach(runtime::Engine& engine, Scheduler& scheduler, bool prefix_cache) {
   if (ctx_) throw std::logic_error("HttpServer::attach called twice");
   cfg_.prefix_cache = prefix_cache;
-  ctx_.emplace(ApiContext{engine, scheduler, metrics_, cfg_});
+  ctx_.emplace(ApiContext{engine, scheduler, metrics_, cfg_, *images_, {}});
   ready_.store(true, std::memory_order_release);
 }
 
@@ -224,6 +227,7 @@ bool HttpServer::listen() { return http_->run(); }
 
 void HttpServer::stop() {
   if (http_) http_->stop();
+  images_->stop();  // decodes end within a row: no handler waits on one
 }
 
 void HttpServer::add(const std::string& method, const std::string& path, Handler h, bool heavy) {
@@ -355,6 +359,7 @@ void HttpServer::routes() {
     metrics_.set_kv(scheduler().kv_used(), scheduler().kv_capacity());
     metrics_.set_batch(engine().batcher_stats());
     metrics_.set_log_dropped(log_.dropped());
+    metrics_.set_images(images_->stats());
     res.set_content(metrics_.prometheus(), "text/plain; version=0.0.4");
   });
   for (const char* p : {"/v1/models", "/models"})
@@ -375,10 +380,19 @@ void HttpServer::routes() {
   for (const char* p : {"/anthropic/v1/messages", "/v1/messages"})
     add("POST", p, generation(ApiEndpoint::kAnthropic), true);
   for (const char* p : {"/anthropic/v1/messages/count_tokens", "/v1/messages/count_tokens"})
-    add("POST", p, [this](const HttpRequest& req, HttpResponse& res) { count_tokens(req, res); });
+    add(  // heavy: its images wait for the pixel budget as a generation's do
+        "POST", p, [this](const HttpRequest& req, HttpResponse& res) { count_tokens(req, res); },
+        true);
 }
 
 namespace {
+
+// The server's context for one request: its images stop decoding when its client leaves.
+ApiContext for_request(const ApiContext& server, const HttpRequest& req) {
+  ApiContext ctx = server;
+  ctx.client_gone = [&req] { return req.client_gone(); };
+  return ctx;
+}
 
 // The job and the answer's format of a generation request.
 PreparedRequest prepare(const ApiContext& ctx, ApiEndpoint ep, const ojson& body, Streaming& st,
@@ -433,8 +447,8 @@ void HttpServer::generate(ApiEndpoint ep, const HttpRequest& req, HttpResponse& 
       st->deadline_error = "the request ran past the server's deadline of " +
                            std::to_string(cfg_.request_timeout_s) + " s (--request-timeout)";
     }
-    PreparedRequest p =
-        prepare(*ctx_, ep, body, *st, [this](const std::string& m) { log_.warn(m); });
+    PreparedRequest p = prepare(for_request(*ctx_, req), ep, body, *st,
+                                [this](const std::string& m) { log_.warn(m); });
     st->stream = p.opts.stream;
     st->job = std::make_shared<Job>(std::move(p.spec));
     scheduler().submit(st->job);
@@ -471,9 +485,12 @@ void HttpServer::count_tokens(const HttpRequest& req, HttpResponse& res) {
     if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not needed to count
     ojson chat = anthropic_to_chat(b);
     (void)require_model(chat);
-    const runtime::Prompt p = engine().render_chat(text::parse_chat_request(chat));
+    JobSpec spec;  // the images as /v1/messages decodes and counts them
+    const runtime::Prompt p =
+        render_chat_prompt(for_request(*ctx_, req), text::parse_chat_request(chat), &spec);
     send_json(res, 200, {{"input_tokens", int64_t(p.ids.size())}});
   } catch (const ApiError& e) {
+    if (e.status() == 503) res.set_header("Retry-After", "2");  // the image budget, stopping
     send_error(res, e, ApiFlavor::kAnthropic);
   } catch (const text::RequestError& e) {
     send_error(res, ApiError::from(e), ApiFlavor::kAnthropic);

@@ -57,8 +57,9 @@ class HttpServer {
 
   Metrics& metrics_;
   ServerConfig cfg_;
-  OriginPolicy policy_;            // the browser and network boundary (origin_policy.h)
-  std::optional<ApiContext> ctx_;  // set by attach()
+  std::unique_ptr<ImagePool> images_;  // from cfg_.images; outlives the listener's threads
+  OriginPolicy policy_;                // the browser and network boundary (origin_policy.h)
+  std::optional<ApiContext> ctx_;      // set by attach()
   std::atomic<bool> ready_{false};
   RequestLog log_;
   std::map<std::string, std::vector<Route>> routes_;  // by path; fixed before bind()

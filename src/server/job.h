@@ -71,6 +71,13 @@ class Job {
   // KV bytes the scheduler reserved for this job (guarded by the Scheduler's lock).
   int64_t kv_bytes = 0;
 
+  // Slot side, once the tower has run (or the job ends without it): drops the images' patches,
+  // which hold their pixels in the server's budget (server/image_pool.h). Their spans and
+  // digests stay. Only the slot thread reads the patches.
+  void release_image_patches() {
+    for (PromptImage& im : spec_.images) im.patches.reset();
+  }
+
   // Slot side.
   void push(std::vector<CompletionEvent>* events);  // moves them out, clears *events
   void done(Outcome outcome);

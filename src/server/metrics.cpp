@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <cstdio>
+#include <utility>
 
 namespace cedar::server {
 
@@ -64,6 +65,42 @@ std::string Histogram::prometheus(const char* name, const char* help) const {
   return s + line;
 }
 
+// The image pool (server/image_pool.h): pixels are counted exactly, so the gauges print whole.
+std::string Metrics::images_prometheus() const {
+  ImageStats m;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    m = images_;
+  }
+  std::string s;
+  char line[512];
+  auto value = [&](const char* type, const char* name, const char* help, int64_t v) {
+    std::snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name,
+                  type, name, static_cast<long long>(v));
+    s += line;
+  };
+  value("gauge", "cedar_image_pixels_in_flight",
+        "Image memory in use, in RGB pixels: images decoding and patches waiting for the tower.",
+        m.pixels_in_flight);
+  value("gauge", "cedar_image_pixels_waiting",
+        "Image memory that requests wait for, in RGB pixels.", m.pixels_waiting);
+  value("gauge", "cedar_image_pixel_budget", "The image memory budget, in RGB pixels.",
+        m.pixel_budget);
+  value("counter", "cedar_image_requests_refused_total",
+        "Requests answered 503 because the image budget stayed spent.", m.refused);
+  s += "# HELP cedar_image_work_stopped_total Image decodes (or waits for the budget) stopped "
+       "early, by reason.\n# TYPE cedar_image_work_stopped_total counter\n";
+  const std::pair<const char*, int64_t> stopped[] = {{"client_gone", m.stopped_client},
+                                                     {"deadline", m.stopped_deadline},
+                                                     {"shutdown", m.stopped_shutdown}};
+  for (const auto& [reason, n] : stopped) {
+    std::snprintf(line, sizeof line, "cedar_image_work_stopped_total{reason=\"%s\"} %lld\n", reason,
+                  static_cast<long long>(n));
+    s += line;
+  }
+  return s;
+}
+
 std::string Metrics::prometheus() const {
   std::string s;
   char line[512];
@@ -122,6 +159,7 @@ std::string Metrics::prometheus() const {
         double(b.max_calls));
   gauge("cedar_decode_tokens_per_second", "Generated tokens per second over the last 10 s.",
         decode_rate(10.0));
+  s += images_prometheus();
   s += latency_.prometheus("cedar_request_duration_seconds",
                            "Generation requests from arrival to their last token.");
   s += ttft_.prometheus("cedar_time_to_first_token_seconds",

@@ -1,7 +1,7 @@
 // Server counters, exported as Prometheus text on GET /metrics: requests by status, tokens
 // (prompt, cached, computed, completion), cancellations, queue and active gauges, and the
-// aggregate decode rate over a sliding window, and the continuous-batching counters (passes,
-// calls and rows per pass).
+// aggregate decode rate over a sliding window, the continuous-batching counters (passes,
+// calls and rows per pass), and the image pool's pixel budget and refusals.
 #pragma once
 
 #include <atomic>
@@ -13,6 +13,7 @@
 #include <string>
 
 #include "runtime/batcher.h"
+#include "server/image_pool.h"
 
 namespace cedar::server {
 
@@ -68,6 +69,12 @@ class Metrics {
     batch_ = b;
   }
 
+  // The image pool's budget and counters, as of now (set before prometheus()).
+  void set_images(const ImageStats& s) {
+    std::lock_guard<std::mutex> lk(mu_);
+    images_ = s;
+  }
+
   // Completion tokens per second over the last `window` seconds.
   double decode_rate(double window_seconds = 10.0) const;
   std::string prometheus() const;
@@ -76,6 +83,8 @@ class Metrics {
   int64_t cached_tokens() const { return cached_tokens_; }
 
  private:
+  std::string images_prometheus() const;
+
   using Clock = std::chrono::steady_clock;
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;   // (endpoint, status) -> count
@@ -87,6 +96,7 @@ class Metrics {
   std::atomic<int64_t> kv_used_{0}, kv_capacity_{0};
   std::atomic<uint64_t> log_dropped_{0};
   runtime::BatcherStats batch_;  // guarded by mu_
+  ImageStats images_;            // guarded by mu_
   Histogram latency_, ttft_;
 };
 

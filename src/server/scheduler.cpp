@@ -228,6 +228,7 @@ void Scheduler::slot_loop(Slot* slot) {
       job = slot->job;
     }
     Outcome outcome = run(slot, *job);
+    job->release_image_patches();  // a job that ended before its tower ran
     {
       // Free the slot before the client hears that the job is done, so that its next turn can
       // already be dispatched here and reuse the state.
@@ -313,6 +314,7 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   };
   PrefillBar bar(&progress_line_);
   cb.on_prefill = [&bar](int64_t done, int64_t total) { bar.update(done, total); };
+  cb.on_images_encoded = [&job] { job.release_image_patches(); };
   cb.on_logprobs = [&](const runtime::TokenLogprobs& t) {
     pipe.on_logprobs(t, engine_.tokenizer(), engine_.is_stop_token(t.id), &evs);
   };
@@ -358,6 +360,7 @@ void Scheduler::stop() {
     for (auto& j : dropped) {
       kv_.give(j->kv_bytes);
       j->kv_bytes = 0;
+      j->release_image_patches();  // never runs: no slot reads them
     }
     for (auto& s : slots_)
       if (s->job) s->job->cancel();

@@ -27,10 +27,21 @@ void check_size(const char* fmt, int64_t w, int64_t h, const ImageLimits& lim) {
                      std::to_string(lim.max_pixels) + " in all)");
 }
 
+// `pixels` of `bytes_per_pixel` bytes, counted in RGB pixels (3 bytes), rounded up.
+int64_t rgb_pixels(int64_t pixels, int bytes_per_pixel) {
+  return (pixels * bytes_per_pixel + 2) / 3;
+}
+
+// The message of the caller's interrupt, if it asks to stop.
+const char* interrupted(const ImageLimits& lim) {
+  return lim.interrupt ? lim.interrupt() : nullptr;
+}
+
 // --- PNG (libpng; its errors longjmp back to the setjmp in decode_png) --------------------------
 
 struct PngReader {
   std::span<const uint8_t> bytes;
+  const ImageLimits* lim = nullptr;
   size_t at = 0;
   char error[200] = {};
 };
@@ -42,6 +53,12 @@ void png_on_error(png_structp png, png_const_charp msg) {
 }
 void png_on_warning(png_structp, png_const_charp) {}
 
+// After each row (of each pass of an interlaced image).
+void png_on_row(png_structp png, png_uint_32, int) {
+  if (const char* why = interrupted(*static_cast<PngReader*>(png_get_io_ptr(png))->lim))
+    png_error(png, why);
+}
+
 void png_read_bytes(png_structp png, png_bytep out, png_size_t n) {
   auto* r = static_cast<PngReader*>(png_get_io_ptr(png));
   if (r->bytes.size() - r->at < n) png_error(png, "the file is truncated");
@@ -49,8 +66,9 @@ void png_read_bytes(png_structp png, png_bytep out, png_size_t n) {
   r->at += n;
 }
 
-RgbImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& lim) {
-  PngReader reader{bytes};
+// header != null: fills it once the header is read and checked, and returns no pixels.
+RgbImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& lim, ImageInfo* header) {
+  PngReader reader{bytes, &lim};
   RgbImage out;
   std::vector<uint8_t> wide;  // 16-bit grey: read whole, then cut as PIL does
   std::vector<png_bytep> rows;
@@ -65,6 +83,11 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& lim) {
   png_set_read_fn(png, &reader, png_read_bytes);
   png_set_user_limits(png, png_uint_32(lim.max_side), png_uint_32(lim.max_side));
   png_set_chunk_malloc_max(png, png_alloc_size_t(lim.max_bytes));
+  // Text, colour profiles and the like are skipped unread (the pixels are taken as they are,
+  // as PIL's convert("RGB") takes them): libpng would inflate each compressed one, up to the
+  // chunk limit, and keep the text -- a 2 MB file of 40 zTXt chunks held 2.5 GB.
+  static constexpr png_byte kSkipped[] = "tEXt\0zTXt\0iTXt\0iCCP\0sPLT\0eXIf";
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, kSkipped, 6);
   png_read_info(png, info);
   const int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   const int depth = png_get_bit_depth(png, info), type = png_get_color_type(png, info);
@@ -75,6 +98,12 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& lim) {
   // PIL reads 16-bit grey as "I;16" and clips it to 0..255 on the way to RGB; every other
   // 16-bit layout keeps the high byte of each sample.
   const bool grey16 = depth == 16 && type == PNG_COLOR_TYPE_GRAY;
+  if (header) {
+    *header = {ImageFormat::kPng, int(w), int(h), rgb_pixels(w * h, grey16 ? 5 : 3)};
+    png_destroy_read_struct(&png, &info, nullptr);
+    return out;
+  }
+  png_set_read_status_fn(png, png_on_row);
   if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (depth == 16 && !grey16) png_set_strip_16(png);
@@ -126,9 +155,52 @@ void jpeg_on_message(j_common_ptr c, int level) {
   }
 }
 
-RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& lim) {
+// Called as the scans are read (each iMCU row of each) and for each output row: stops a file of
+// too many scans, or when the caller's interrupt asks.
+struct JpegProgress {
+  jpeg_progress_mgr mgr;
+  const ImageLimits* lim;
+};
+
+void jpeg_on_progress(j_common_ptr c) {
+  const auto* p = reinterpret_cast<const JpegProgress*>(c->progress);
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  const int scans = reinterpret_cast<j_decompress_ptr>(c)->input_scan_number;
+  if (scans > p->lim->max_scans) {
+    std::snprintf(e->error, sizeof e->error, "the file has more than %d scans", p->lim->max_scans);
+    longjmp(e->jump, 1);
+  }
+  if (const char* why = interrupted(*p->lim)) {
+    std::snprintf(e->error, sizeof e->error, "%s", why);
+    longjmp(e->jump, 1);
+  }
+}
+
+// A multi-scan (progressive) file is read whole into coefficient arrays before any row comes
+// out: 64 coefficients of 2 bytes per 8x8 block of each component, at its sampling.
+int64_t jpeg_coefficient_bytes(const jpeg_decompress_struct& c) {
+  int max_h = 1, max_v = 1;
+  for (int i = 0; i < c.num_components; ++i) {
+    max_h = std::max(max_h, c.comp_info[i].h_samp_factor);
+    max_v = std::max(max_v, c.comp_info[i].v_samp_factor);
+  }
+  auto blocks = [](int64_t px, int samp, int max_samp) {
+    const int64_t b = (px * samp + int64_t(max_samp) * 8 - 1) / (int64_t(max_samp) * 8);
+    return (b + samp - 1) / samp * samp;  // whole MCUs
+  };
+  int64_t bytes = 0;
+  for (int i = 0; i < c.num_components; ++i) {
+    const jpeg_component_info& ci = c.comp_info[i];
+    bytes += blocks(c.image_width, std::max(1, ci.h_samp_factor), max_h) *
+             blocks(c.image_height, std::max(1, ci.v_samp_factor), max_v) * 128;
+  }
+  return bytes;
+}
+
+RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& lim, ImageInfo* header) {
   jpeg_decompress_struct cinfo;
   JpegError err;
+  JpegProgress progress{{jpeg_on_progress, 0, 0, 0, 0}, &lim};
   RgbImage out;
   std::string refusal;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -151,6 +223,13 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& lim) {
     if (refusal == "size") check_size("jpeg", w, h, lim);
     throw ImageError(refusal);
   }
+  if (header) {
+    const int64_t coef = jpeg_has_multiple_scans(&cinfo) ? jpeg_coefficient_bytes(cinfo) : 0;
+    *header = {ImageFormat::kJpeg, int(w), int(h), w * h + (coef + 2) / 3};
+    jpeg_destroy_decompress(&cinfo);
+    return out;
+  }
+  cinfo.progress = &progress.mgr;
   cinfo.out_color_space = JCS_RGB;
   jpeg_start_decompress(&cinfo);
   if (cinfo.output_components != 3) {
@@ -170,11 +249,23 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& lim) {
 
 // --- WebP (libwebp; an animation gives its first frame) ------------------------------------------
 
-RgbImage decode_webp(std::span<const uint8_t> bytes, const ImageLimits& lim) {
+RgbImage decode_webp(std::span<const uint8_t> bytes, const ImageLimits& lim, ImageInfo* header) {
   WebPBitstreamFeatures f;
   if (WebPGetFeatures(bytes.data(), bytes.size(), &f) != VP8_STATUS_OK)
     throw ImageError("webp: not a valid WebP file");
   check_size("webp", f.width, f.height, lim);
+  if (header) {
+    // lossy: straight into our buffer; lossless or with alpha: an ARGB plane (4 bytes) first;
+    // an animation: two RGBA canvases and the frame's ARGB plane
+    const int64_t px = int64_t(f.width) * f.height;
+    const bool plane = f.format != 1 || f.has_alpha;
+    *header = {ImageFormat::kWebp, f.width, f.height,
+               rgb_pixels(px, f.has_animation ? 3 + 8 + 4
+                              : plane         ? 3 + 4
+                                              : 3)};
+    return {};
+  }
+  if (const char* why = interrupted(lim)) throw ImageError(std::string("webp: ") + why);
   RgbImage out(f.width, f.height);
   if (!f.has_animation) {
     const int stride = f.width * 3;
@@ -225,7 +316,7 @@ struct GifCloser {
   }
 };
 
-RgbImage decode_gif(std::span<const uint8_t> bytes, const ImageLimits& lim) {
+RgbImage decode_gif(std::span<const uint8_t> bytes, const ImageLimits& lim, ImageInfo* header) {
   GifReader reader{bytes};
   int err = 0;
   GifCloser g{DGifOpen(&reader, gif_read_bytes, &err)};
@@ -236,6 +327,11 @@ RgbImage decode_gif(std::span<const uint8_t> bytes, const ImageLimits& lim) {
     return ImageError(std::string("gif: ") + what + (detail ? std::string(": ") + detail : ""));
   };
   check_size("gif", gif->SWidth, gif->SHeight, lim);
+  if (header) {  // the screen's index plane (1 byte a pixel), then its RGB
+    *header = {ImageFormat::kGif, gif->SWidth, gif->SHeight,
+               rgb_pixels(int64_t(gif->SWidth) * gif->SHeight, 1 + 3)};
+    return {};
+  }
   int transparent = -1;
   for (;;) {
     GifRecordType rec;
@@ -274,6 +370,7 @@ RgbImage decode_gif(std::span<const uint8_t> bytes, const ImageLimits& lim) {
       for (int y = 0; y < d.Height; ++y) order[size_t(y)] = y;
     }
     for (int y : order) {
+      if (const char* why = interrupted(lim)) throw ImageError(std::string("gif: ") + why);
       GifByteType* line = idx.data() + size_t(d.Top + y) * size_t(gif->SWidth) + size_t(d.Left);
       if (DGifGetLine(gif, line, d.Width) == GIF_ERROR) throw fail("the image data is truncated");
     }
@@ -319,24 +416,39 @@ const char* image_format_name(ImageFormat f) {
   return "unknown";
 }
 
-RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits) {
+namespace {
+
+RgbImage decode_or_probe(std::span<const uint8_t> bytes, const ImageLimits& limits,
+                         ImageInfo* header) {
   if (bytes.empty()) throw ImageError("image: no data");
   if (int64_t(bytes.size()) > limits.max_bytes)
     throw ImageError("image: " + std::to_string(bytes.size()) + " bytes exceed the limit of " +
                      std::to_string(limits.max_bytes));
   switch (sniff_image_format(bytes)) {
     case ImageFormat::kPng:
-      return decode_png(bytes, limits);
+      return decode_png(bytes, limits, header);
     case ImageFormat::kJpeg:
-      return decode_jpeg(bytes, limits);
+      return decode_jpeg(bytes, limits, header);
     case ImageFormat::kWebp:
-      return decode_webp(bytes, limits);
+      return decode_webp(bytes, limits, header);
     case ImageFormat::kGif:
-      return decode_gif(bytes, limits);
+      return decode_gif(bytes, limits, header);
     case ImageFormat::kUnknown:
       break;
   }
   throw ImageError("image: not a PNG, JPEG, WebP or GIF file");
+}
+
+}  // namespace
+
+ImageInfo probe_image(std::span<const uint8_t> bytes, const ImageLimits& limits) {
+  ImageInfo info;
+  decode_or_probe(bytes, limits, &info);
+  return info;
+}
+
+RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits) {
+  return decode_or_probe(bytes, limits, nullptr);
 }
 
 }  // namespace cedar::vision

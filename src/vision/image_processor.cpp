@@ -79,6 +79,13 @@ ImagePlan plan_image(int width, int height, const VisionGeometry& g) {
   return p;
 }
 
+int64_t patch_pixels(const ImagePlan& p) { return 2 * int64_t(p.best_width) * p.best_height; }
+
+int64_t preprocess_pixels(const ImagePlan& p) {
+  const int64_t best = int64_t(p.best_width) * p.best_height;
+  return int64_t(p.best_width) * std::max(p.height, p.best_height) + 2 * best + patch_pixels(p);
+}
+
 // ref: PIL ImageOps.contain + pad
 RgbImage letterbox(const RgbImage& img, int width, int height) {
   const double im_ratio = double(img.width) / double(img.height);

@@ -41,6 +41,13 @@ struct ImagePlan {
 // empty image.
 ImagePlan plan_image(int width, int height, const VisionGeometry& g = {});
 
+// Memory, counted in RGB pixels (3 bytes), for budgeting image work before it starts: the
+// patches of a plan (bf16, 6 bytes per pixel of the ViT input), and the most preprocess_image
+// holds at once beside the decoded image -- the bicubic's horizontal pass (the new width by the
+// old height), the resized and the letterboxed image, and the patches.
+int64_t patch_pixels(const ImagePlan& p);
+int64_t preprocess_pixels(const ImagePlan& p);
+
 // ref: PIL ImageOps.pad(image, (width, height), BICUBIC, color=(127,127,127)): resized to fit
 // keeping its aspect ratio, centred on grey.
 RgbImage letterbox(const RgbImage& img, int width, int height);

@@ -8,11 +8,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/prompt_images.h"
 #include "server/api_error.h"
 #include "text/chat_request.h"
 
@@ -173,6 +176,32 @@ TEST(Scheduler, CancelStopsGeneration) {
   const Outcome o = job->outcome();
   EXPECT_TRUE(o.finish == Finish::kCancelled || o.finish == Finish::kStop);
   EXPECT_LT(o.usage.completion_tokens, 100000);
+}
+
+// The images' patches (their pixels count in the server's image budget) are freed as soon as
+// the tower has read them, while the job goes on generating and its HTTP thread still holds it.
+TEST(Scheduler, ImagePatchesAreFreedOnceTheTowerHasRun) {
+  Scheduler sched(engine(), nullptr, SchedulerOptions{}, nullptr);
+  JobSpec s = chat_job("what is this?", 0);
+  s.prompt.insert(s.prompt.begin() + 2, int32_t(engine().config().image_token_id));
+  std::ifstream f(std::string(CEDAR_SOURCE_DIR) + "/tests/fuzz/corpus/image/rgb.png",
+                  std::ios::binary);
+  const std::string png[] = {{std::istreambuf_iterator<char>(f), {}}};
+  s.images = attach_images(engine().config(), &s.prompt, png);
+  s.identity = identity_ids(s.prompt, s.images);
+  s.forced = engine().tokenizer().encode(std::string(400, 'a'), true);  // a long answer
+  s.forced->push_back(engine().stop_token_ids().at(0));
+  std::weak_ptr<const vision::ImagePatches> patches = s.images[0].patches;
+  auto job = std::make_shared<Job>(std::move(s));
+  sched.submit(job);
+  std::vector<CompletionEvent> ev;
+  while (ev.empty()) job->wait(&ev, std::chrono::milliseconds(100));
+  ASSERT_EQ(ev.front().kind, CompletionEvent::Kind::kStarted);  // prefilled: the tower ran
+  EXPECT_TRUE(patches.expired());
+  drain(*job);
+  EXPECT_NE(job->outcome().finish, Finish::kError) << job->outcome().error;
+  EXPECT_EQ(job->spec().images.size(), 1u);  // the span and digest stay
+  EXPECT_EQ(job->spec().images[0].patches, nullptr);
 }
 
 TEST(Scheduler, QueueLimitIs503) {

@@ -5,6 +5,7 @@
 // needs more than a few dozen.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -14,6 +15,10 @@ namespace cedar {
 // The deepest nesting of arrays and objects untrusted JSON may have (request bodies nest a few
 // levels, the JSON schemas of real tools rarely more than ten).
 inline constexpr int kMaxJsonDepth = 128;
+
+// A model's tokenizer.json is read whole: a larger file is refused before it is read (the
+// DeepSeek tokenizer's is 6 MiB).
+inline constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t(256) << 20;
 
 // The nesting depth of the arrays and objects in `text` (brackets inside strings do not count),
 // or limit + 1 as soon as it passes `limit`. Linear, no recursion; does not validate the text.

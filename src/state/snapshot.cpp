@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/file_reader.h"
+#include "base/json_limits.h"
 #include "model/gguf_files.h"
 #include "text/sha256.h"
 
@@ -180,28 +182,17 @@ void hash_named(text::Sha256& h, const std::string& name, const std::string& dat
   h.update(data.data(), data.size());
 }
 
-std::string read_whole(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 // `head` (the file's header bytes), the file size, then the sampled blocks of [begin, end of file).
 std::string sampled_digest_input(const std::filesystem::path& p, std::string head, uint64_t begin) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
+  const auto f = FileReader::open(p.string());
   std::string data = std::move(head);
-  const uint64_t size = std::filesystem::file_size(p);
+  const uint64_t size = f->size();
   const uint64_t span = size > begin ? size - begin : 0;
   data.append(reinterpret_cast<const char*>(&size), sizeof(size));
-  std::string block;
   auto sample = [&](uint64_t at) {
-    const uint64_t n = std::min(kSampleBlock, size - at);
-    block.resize(size_t(n));
-    f.seekg(std::streamoff(at));
-    if (!f.read(block.data(), std::streamsize(n)))
-      throw std::runtime_error("model fingerprint: cannot read " + p.string());
-    data += block;
+    const size_t n = size_t(std::min(kSampleBlock, size - at)), old = data.size();
+    data.resize(old + n);
+    f->read(at, n, reinterpret_cast<uint8_t*>(data.data() + old));
   };
   if (span > 0) {
     for (int i = 0; i < kSampleBlocks; ++i) sample(begin + span / kSampleBlocks * uint64_t(i));
@@ -212,20 +203,19 @@ std::string sampled_digest_input(const std::filesystem::path& p, std::string hea
 
 // 8-byte header length, header JSON, the sampled data blocks of one shard.
 std::string shard_digest_input(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
-  uint8_t len8[8];
-  if (!f.read(reinterpret_cast<char*>(len8), 8))
+  const auto f = FileReader::open(p.string());
+  if (f->size() < 8)
     throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
+  uint8_t len8[8];
+  f->read(0, 8, len8);
   uint64_t len = 0;
   std::memcpy(&len, len8, 8);
-  if (len > (uint64_t(100) << 20))
+  if (len > (uint64_t(100) << 20) || len > f->size() - 8)
     throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
                              std::to_string(len) + " is implausible");
   std::string data(reinterpret_cast<const char*>(len8), 8);
   std::string json(size_t(len), '\0');
-  if (!f.read(json.data(), std::streamsize(len)))
-    throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
+  f->read(8, json.size(), reinterpret_cast<uint8_t*>(json.data()));
   return sampled_digest_input(p, data + json, 8 + len);
 }
 
@@ -253,15 +243,19 @@ ModelFingerprint model_fingerprint(const std::string& model_dir, const std::stri
   h.update(kTag, sizeof(kTag));
   if (fs::is_regular_file(model_dir)) {  // a GGUF file: the header holds config and tokenizer
     hash_named(h, "gguf", gguf_digest_input(model_dir));
-    if (!tokenizer_path.empty()) hash_named(h, "tokenizer.json", read_whole(tokenizer_path));
+    if (!tokenizer_path.empty())
+      hash_named(h, "tokenizer.json",
+                 read_regular_file(tokenizer_path, kMaxTokenizerJsonBytes, "tokenizer file"));
     hash_named(h, "extra", std::string(extra));
     return h.digest();
   }
   const fs::path dir(model_dir);
-  hash_named(h, "config.json", read_whole(dir / "config.json"));
+  hash_named(h, "config.json",
+             read_regular_file((dir / "config.json").string(), kMaxConfigJsonBytes, "config.json"));
   hash_named(
       h, "tokenizer.json",
-      read_whole(tokenizer_path.empty() ? dir / "tokenizer.json" : fs::path(tokenizer_path)));
+      read_regular_file(tokenizer_path.empty() ? (dir / "tokenizer.json").string() : tokenizer_path,
+                        kMaxTokenizerJsonBytes, "tokenizer file"));
   std::vector<fs::path> shards;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "base/file_reader.h"
 #include "base/json_limits.h"
@@ -531,53 +530,73 @@ SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelC
   return u;
 }
 
-void write_snapshot_file(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw SnapshotError(SnapshotError::Reason::kIo, tmp + ": cannot create");
-    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw SnapshotError(SnapshotError::Reason::kIo, tmp + ": write failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot rename the written unit");
+namespace {
+
+[[noreturn]] void io_error(const std::string& what) {
+  throw SnapshotError(SnapshotError::Reason::kIo, what);
+}
+
+// The directory of `path` (opened, never created) and the file's name in it.
+std::pair<DirFd, std::string> split(const std::string& path) {
+  const std::filesystem::path p(path);
+  try {
+    return {DirFd::open(p.has_parent_path() ? p.parent_path().string() : ".", false),
+            p.filename().string()};
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
   }
 }
 
-namespace {
-std::vector<uint8_t> read_all(const std::string& path, size_t limit) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot open");
-  std::vector<uint8_t> buf;
-  if (limit == size_t(-1)) {
-    f.seekg(0, std::ios::end);
-    const auto n = f.tellg();
-    if (n < 0) throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot size");
-    f.seekg(0);
-    buf.resize(size_t(n));
-  } else {
-    buf.resize(limit);
+// The first `limit` bytes of a unit (all of them: limit == size_t(-1)).
+std::vector<uint8_t> read_unit(const DirFd& dir, const std::string& name, size_t limit) {
+  try {
+    uint64_t size = 0;
+    UniqueFd fd = dir.open_file(name, &size);
+    const auto f = FileReader::adopt(std::move(fd), size, dir.label(name));
+    std::vector<uint8_t> buf(size_t(std::min<uint64_t>(size, limit)));
+    f->read(0, buf.size(), buf.data());
+    return buf;
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
   }
-  f.read(reinterpret_cast<char*>(buf.data()), std::streamsize(buf.size()));
-  buf.resize(size_t(f.gcount()));
-  return buf;
 }
+
 }  // namespace
+
+void write_snapshot_file(const DirFd& dir, const std::string& name,
+                         const std::vector<uint8_t>& bytes) {
+  try {
+    dir.write_file(name, bytes.data(), bytes.size());
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
+  }
+}
+
+SnapshotUnit read_snapshot_file(const DirFd& dir, const std::string& name, const ModelConfig& cfg,
+                                const ModelFingerprint& expected, SnapshotUnit* base) {
+  const std::vector<uint8_t> buf = read_unit(dir, name, size_t(-1));
+  return deserialize_snapshot(buf.data(), buf.size(), cfg, expected, dir.label(name), base);
+}
+
+SnapshotHeader read_snapshot_file_header(const DirFd& dir, const std::string& name) {
+  const std::vector<uint8_t> buf = read_unit(dir, name, kSnapshotHeaderBytes);
+  return parse_snapshot_header(buf.data(), buf.size(), dir.label(name));
+}
+
+void write_snapshot_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const auto [dir, name] = split(path);
+  write_snapshot_file(dir, name, bytes);
+}
 
 SnapshotUnit read_snapshot_file(const std::string& path, const ModelConfig& cfg,
                                 const ModelFingerprint& expected, SnapshotUnit* base) {
-  const std::vector<uint8_t> buf = read_all(path, size_t(-1));
-  return deserialize_snapshot(buf.data(), buf.size(), cfg, expected, path, base);
+  const auto [dir, name] = split(path);
+  return read_snapshot_file(dir, name, cfg, expected, base);
 }
 
 SnapshotHeader read_snapshot_file_header(const std::string& path) {
-  const std::vector<uint8_t> buf = read_all(path, kSnapshotHeaderBytes);
-  return parse_snapshot_header(buf.data(), buf.size(), path);
+  const auto [dir, name] = split(path);
+  return read_snapshot_file_header(dir, name);
 }
 
 }  // namespace cedar

@@ -40,11 +40,29 @@ ssize_t read_loop(int fd, const std::string& path, uint64_t offset, size_t n, si
 }  // namespace
 
 std::unique_ptr<FileReader> FileReader::open(const std::string& path) {
+  uint64_t size = 0;
+  UniqueFd fd = open_regular_file(path, &size);
+  return adopt(std::move(fd), size, path);
+}
+
+std::unique_ptr<FileReader> FileReader::adopt(UniqueFd fd, uint64_t size,
+                                              const std::string& label) {
   std::unique_ptr<FileReader> f(new FileReader());
-  f->path_ = path;
-  f->fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd_ < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+  f->path_ = label;
+  f->size_ = size;
+  f->fd_ = fd.release();
   return f;
+}
+
+std::string read_regular_file(const std::string& path, uint64_t max_bytes,
+                              const std::string& what) {
+  const auto f = FileReader::open(path);
+  if (f->size() > max_bytes)
+    throw std::runtime_error(path + ": " + std::to_string(f->size()) + " bytes, more than a " +
+                             what + " may have (" + std::to_string(max_bytes) + ")");
+  std::string text(size_t(f->size()), '\0');
+  f->read(0, text.size(), reinterpret_cast<uint8_t*>(text.data()));
+  return text;
 }
 
 FileReader::~FileReader() {
@@ -64,8 +82,13 @@ void FileReader::drop_cached(uint64_t offset, size_t n) const {
 void FileReader::advise_random() const { (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM); }
 
 bool FileReader::open_direct() {
-  if (direct_fd_ < 0) direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  return direct_fd_ >= 0;
+  if (direct_fd_ >= 0) return true;
+  try {
+    direct_fd_ = open_regular_file(path_, nullptr, {.extra_flags = O_DIRECT}).release();
+  } catch (const std::runtime_error&) {
+    return false;  // the file system refuses O_DIRECT (or the file went away): read buffered
+  }
+  return true;
 }
 
 bool FileReader::read_direct(uint64_t offset, size_t n, size_t need, uint8_t* dst) const {

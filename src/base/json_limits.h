@@ -9,6 +9,7 @@
 //    comparisons of at most 1 KB.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -28,6 +29,10 @@ struct JsonLimits {
   size_t max_object_keys = kMaxJsonObjectKeys;
   size_t max_key_bytes = kMaxJsonKeyBytes;
 };
+
+// A model's tokenizer.json is read whole: a larger file is refused before it is read (the
+// DeepSeek tokenizer's is 6 MiB).
+inline constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t(256) << 20;
 
 // The nesting depth of the arrays and objects in `text` (brackets inside strings do not count),
 // or limit + 1 as soon as it passes `limit`. Linear, no recursion; does not validate the text.

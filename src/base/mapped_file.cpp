@@ -1,8 +1,6 @@
 #include "base/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,34 +8,21 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "base/regular_file.h"
+
 namespace cedar {
 
 std::unique_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw std::runtime_error(path + ": cannot stat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw std::runtime_error(path + ": not a regular file");
-  }
+  uint64_t size = 0;
+  const UniqueFd fd = open_regular_file(path, &size);  // the mapping keeps its own reference
   std::unique_ptr<MappedFile> f(new MappedFile());
   f->path_ = path;
-  f->size_ = size_t(st.st_size);
+  f->size_ = size_t(size);
   if (f->size_ > 0) {  // mmap of length 0 is an error; an empty file maps to nothing
-    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      throw std::runtime_error(path + ": cannot mmap: " + std::strerror(e));
-    }
+    void* p = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (p == MAP_FAILED) throw std::runtime_error(path + ": cannot mmap: " + std::strerror(errno));
     f->data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps its own reference to the file
   return f;
 }
 

@@ -1,5 +1,6 @@
-// MappedFile: a whole file memory-mapped read-only (checkpoint shards are hundreds of GiB in the
-// release; mapping lets the OS page weights in on demand and share them between processes).
+// MappedFile: a whole regular file (base/regular_file.h) memory-mapped read-only (checkpoint
+// shards are hundreds of GiB in the release; mapping lets the OS page weights in on demand and
+// share them between processes).
 #pragma once
 
 #include <cstddef>

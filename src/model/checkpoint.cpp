@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 #include <stdexcept>
 
+#include "base/file_reader.h"
+#include "base/json_limits.h"
 #include "base/mapped_file.h"
 #include "model/gguf.h"
 #include "model/safetensors.h"
@@ -70,10 +70,8 @@ uint8_t* Checkpoint::allocate(size_t n) {
 
 std::string Checkpoint::tokenizer_json() const {
   if (format_ == Format::kGguf) return tokenizer_json_;
-  const fs::path p = fs::path(path_) / "tokenizer.json";
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error(p.string() + ": cannot read (the model's tokenizer)");
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return read_regular_file((fs::path(path_) / "tokenizer.json").string(), kMaxTokenizerJsonBytes,
+                           "tokenizer.json");
 }
 
 size_t Checkpoint::mapped_bytes() const {
@@ -143,6 +141,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_directory(const std::string& dir) {
   if (!fs::exists(d / "tokenizer.json"))
     throw std::runtime_error((d / "tokenizer.json").string() +
                              ": missing (a model directory carries its tokenizer)");
+  open_regular_file((d / "tokenizer.json").string());  // read later: refuse a FIFO etc. now
 
   // Map the shards.
   const fs::path index_path = d / "model.safetensors.index.json";
@@ -199,10 +198,32 @@ bool Checkpoint::block_covers(const ExpectedTensor& e) const {
   return (e.dtype == DType::F8_E4M3 || e.dtype == DType::I8) && b->out == e.shape[0] && b->in == in;
 }
 
+std::vector<ExpectedTensor> Checkpoint::inventory(size_t capacity) const {
+  // Slack, so that a checkpoint short of some tensors is still reported tensor by tensor (the
+  // list costs what the file's own tensor table costs, times a small factor).
+  const size_t limit = 2 * capacity + 4096;
+  try {
+    return expected_tensors(config_, limit);
+  } catch (const std::length_error&) {
+    const ModelConfig& c = config_;
+    throw std::runtime_error(
+        path_ + ": " + (format_ == Format::kGguf ? "its metadata" : "config.json") +
+        " describes more than " + std::to_string(limit) + " tensors, far more than the " +
+        std::to_string(capacity) + " the checkpoint can hold: num_hidden_layers " +
+        std::to_string(c.num_hidden_layers) + " x n_routed_experts " +
+        std::to_string(c.n_routed_experts) + " (6 tensors per expert), num_nextn_predict_layers " +
+        std::to_string(c.num_nextn_predict_layers) +
+        (c.has_vision
+             ? ", vision_config.num_hidden_layers " + std::to_string(c.vision.num_hidden_layers)
+             : std::string()));
+  }
+}
+
 void Checkpoint::validate() const {
   // Compare with the inventory the config implies. Collect every problem (a corrupt checkpoint
-  // often has several) and report the first few, each naming its tensor.
-  const std::vector<ExpectedTensor> expected = expected_tensors(config_);
+  // often has several) and report the first few, each naming its tensor. A block weight stands
+  // for a weight and its scale.
+  const std::vector<ExpectedTensor> expected = inventory(tensors_.size() + 2 * blocks_.size());
   std::map<std::string, const ExpectedTensor*> by_name;
   for (const auto& e : expected) by_name[e.name] = &e;
   std::vector<std::string> problems;

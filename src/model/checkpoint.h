@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -101,6 +102,11 @@ class Checkpoint {
                                                const OpenOptions& opt);  // gguf_source.cpp
   // The inventory check both sources end with.
   void validate() const;
+  // expected_tensors(config_) when the source can come close to holding it: `capacity` is the
+  // most release tensors its file(s) can provide; a config describing more than twice that
+  // (+ 4096) is refused naming the path, the counts and the keys that set them, before the list
+  // is built.
+  std::vector<ExpectedTensor> inventory(size_t capacity) const;
   // Whether an expected tensor absent from tensors_ is held by a block weight: "X.weight" of the
   // same logical shape, or its "X.scale".
   bool block_covers(const ExpectedTensor& e) const;
@@ -123,12 +129,16 @@ class Checkpoint {
 };
 
 // The full expected inventory for a config: name -> (dtype, shape). Used by open() to validate,
-// by make-model to write, and by inspect to count parameters.
+// by make-model to write, and by inspect to count parameters. Stops with std::length_error once
+// it would list more than max_tensors: open() passes what its file can hold, so that a config
+// claiming more layers or experts than the file has tensors is refused before the list is
+// built for it (ModelConfig::check_limits bounds the list of any valid config).
 struct ExpectedTensor {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
 };
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& cfg);
+std::vector<ExpectedTensor> expected_tensors(
+    const ModelConfig& cfg, size_t max_tensors = std::numeric_limits<size_t>::max());
 
 }  // namespace cedar

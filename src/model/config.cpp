@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
+#include "base/file_reader.h"
 #include "base/json_limits.h"
 
 namespace cedar {
@@ -143,27 +142,7 @@ void parse_vision(const Section& v, VisionConfig* out) {
   v.opt("max_image_tokens", &c.max_image_tokens);
   v.opt("min_pixels", &c.min_pixels);
   c.max_wh_ratio = v.has("max_wh_ratio") ? v.get_num("max_wh_ratio") : 0.0;
-  auto positive = [&](const char* k, int64_t x) {
-    if (x <= 0) fail(v.key(k), "must be positive, got " + std::to_string(x));
-  };
-  positive("num_hidden_layers", c.num_hidden_layers);
-  positive("hidden_size", c.hidden_size);
-  positive("num_attention_heads", c.num_attention_heads);
-  positive("intermediate_size", c.intermediate_size);
-  positive("patch_size", c.patch_size);
-  positive("downsample_ratio", c.downsample_ratio);
-  if (c.hidden_size % c.num_attention_heads != 0 || c.head_dim() % 4 != 0)
-    fail(v.key("num_attention_heads"),
-         "hidden_size / num_attention_heads must be a multiple of 4 (2D RoPE rotates half of "
-         "each head by row and half by column), got " +
-             std::to_string(c.hidden_size) + " / " + std::to_string(c.num_attention_heads));
-  if (c.max_image_tokens < 4)
-    fail(v.key("max_image_tokens"),
-         "must be at least 4 (one token, its newline and the two delimiters), got " +
-             std::to_string(c.max_image_tokens));
-  if (c.min_pixels < 0) fail(v.key("min_pixels"), "must not be negative");
-  if (!(c.max_wh_ratio >= 0) || !(c.rope_theta > 0))
-    fail(v.key("max_wh_ratio"), "max_wh_ratio must be null or positive, rope_theta positive");
+  // (the ranges: check_limits(), config_limits.cpp)
 }
 
 const char* kT = "text_config.";
@@ -315,18 +294,18 @@ ModelConfig ModelConfig::from_json(const json& root) {
 }
 
 ModelConfig ModelConfig::from_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
+  return from_text(read_regular_file(path, kMaxConfigJsonBytes, "config.json"), path);
+}
+
+ModelConfig ModelConfig::from_text(std::string_view text, const std::string& label) {
   json j;
   try {
-    if (json_nesting_depth(ss.str()) > kMaxJsonDepth)
-      throw std::runtime_error(path + ": JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
+    if (json_nesting_depth(text) > kMaxJsonDepth)
+      throw std::runtime_error(label + ": JSON nests deeper than " + std::to_string(kMaxJsonDepth) +
                                " levels");
-    j = json::parse(ss.str());
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": invalid JSON: " + e.what());
+    throw std::runtime_error(label + ": invalid JSON: " + e.what());
   }
   return from_json(j);
 }
@@ -436,9 +415,7 @@ json ModelConfig::to_json() const {
 // ref: model.py ModelArgs / Transformer.__init__ (layer roles from compress_ratios and the source
 // lists); spec v41-architecture.md §2.2 for the rules checked here.
 void ModelConfig::validate() {
-  auto positive = [](const char* k, int64_t v) {
-    if (v <= 0) fail(tk(k), "must be positive, got " + std::to_string(v));
-  };
+  check_limits();  // every count bounded, every float finite, before anything loops by them
   auto multiple_of_32 = [](const char* k, int64_t v) {
     if (v <= 0 || v % 32 != 0)
       fail(tk(k), std::to_string(v) + " is not a positive multiple of 32 (FP8/FP4 blocks are 32)");
@@ -459,9 +436,6 @@ void ModelConfig::validate() {
   must_eq_str(std::string(kQ) + "scale_fmt", scale_fmt, "ue8m0", "power-of-two scales");
   must_eq_str(std::string(kQ) + "expert_dtype", expert_dtype, "fp4", "MXFP4 routed experts");
 
-  positive("vocab_size", vocab_size);
-  positive("num_hidden_layers", num_hidden_layers);
-  positive("num_attention_heads", num_attention_heads);
   multiple_of_32("hidden_size", hidden_size);
   multiple_of_32("head_dim", head_dim);
   multiple_of_32("q_lora_rank", q_lora_rank);
@@ -480,7 +454,6 @@ void ModelConfig::validate() {
   if (qk_rope_head_dim > index_head_dim)
     fail(tk("qk_rope_head_dim"), std::to_string(qk_rope_head_dim) + " exceeds index_head_dim " +
                                      std::to_string(index_head_dim));
-  positive("o_groups", o_groups);
   if (num_attention_heads % o_groups != 0)
     fail(tk("o_groups"), std::to_string(o_groups) + " does not divide num_attention_heads " +
                              std::to_string(num_attention_heads));
@@ -490,7 +463,6 @@ void ModelConfig::validate() {
          "of 32");
 
   // MoE.
-  positive("n_routed_experts", n_routed_experts);
   if (n_shared_experts != 1)
     fail(tk("n_shared_experts"),
          std::to_string(n_shared_experts) + " is not supported (V4.1 has exactly 1)");
@@ -502,29 +474,17 @@ void ModelConfig::validate() {
   must_eq_str(tk("topk_method"), topk_method, "noaux_tc", "bias-steered selection");
   if (!norm_topk_prob)
     fail(tk("norm_topk_prob"), "false is not supported (V4.1 renormalises the routed weights)");
-  if (!(routed_scaling_factor > 0)) fail(tk("routed_scaling_factor"), "must be positive");
-  if (!(gate_temp > 0)) fail(tk("gate_temp"), "must be positive");
-  if (!(swiglu_limit >= 0)) fail(tk("swiglu_limit"), "must be >= 0");
   if (tie_word_embeddings)
     fail(tk("tie_word_embeddings"), "true is not supported (V4.1 has separate embed and head)");
 
   // Norms, mHC, RoPE.
-  if (!(rms_norm_eps > 0)) fail(tk("rms_norm_eps"), "must be positive");
   if (hc_mult != 4)
     fail(tk("hc_mult"), std::to_string(hc_mult) + " is not supported (V4.1 mHC has 4 copies)");
-  if (hc_sinkhorn_iters < 1) fail(tk("hc_sinkhorn_iters"), "must be at least 1");
-  if (!(hc_eps > 0)) fail(tk("hc_eps"), "must be positive");
-  if (!(rope_theta > 0)) fail(tk("rope_theta"), "must be positive");
-  if (!(compress_rope_theta > 0)) fail(tk("compress_rope_theta"), "must be positive");
-  if (original_max_position_embeddings < 0)
-    fail(tk("rope_scaling.original_max_position_embeddings"), "must not be negative");
   if (original_max_position_embeddings > 0) {
     if (!(rope_factor >= 1)) fail(tk("rope_scaling.factor"), "must be >= 1");
     if (!(beta_fast > 0) || !(beta_slow > 0) || beta_fast < beta_slow)
       fail(tk("rope_scaling.beta_fast"), "beta_fast and beta_slow must be positive, fast >= slow");
   }
-  positive("max_position_embeddings", max_position_embeddings);
-  positive("sliding_window", sliding_window);
 
   // Token ids.
   for (auto [k, v] : {std::pair<const char*, int64_t>{"bos_token_id", bos_token_id},
@@ -550,8 +510,6 @@ void ModelConfig::validate() {
       fail(tk("compress_ratios"),
            "entry " + std::to_string(i) + " (a DSpark stage) must be 0, got " + std::to_string(r));
   }
-  positive("index_n_heads", index_n_heads);
-  positive("index_topk", index_topk);
   auto check_ids = [&](const char* k, const std::vector<int>& ids) {
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || ids[i] >= L)
@@ -590,8 +548,6 @@ void ModelConfig::validate() {
       fail(tk("candidate_source_layer_id"), "layer " + std::to_string(cand) + " has ratio " +
                                                 std::to_string(compress_ratios[size_t(cand)]) +
                                                 "; the candidate source must have ratio 1");
-    positive("candidate_topk_blocks", candidate_topk_blocks);
-    positive("candidate_block_size", candidate_block_size);
   }
 
   layers.assign(size_t(L), LayerPlan{});
@@ -650,14 +606,7 @@ void ModelConfig::validate() {
                                             " entries, expected one per "
                                             "engram layer (" +
                                             std::to_string(engram_layer_ids.size()) + ")");
-    for (int64_t n : engram_num_embeddings)
-      if (n <= 0) fail(tk("engram_num_embeddings"), "entries must be positive");
-    if (engram_max_ngram_size < 2)
-      fail(tk("engram_max_ngram_size"), "must be at least 2 (orders 2..max)");
-    positive("engram_n_heads", engram_n_heads);
     multiple_of_32("engram_head_dim", engram_head_dim);
-    positive("engram_vocab_size", engram_vocab_size);
-    positive("engram_compressed_vocab_size", engram_compressed_vocab_size);
     if (engram_pad_token_id < 0 || engram_pad_token_id >= vocab_size)
       fail(tk("engram_pad_token_id"),
            std::to_string(engram_pad_token_id) + " is outside the vocabulary");
@@ -673,13 +622,9 @@ void ModelConfig::validate() {
   }
 
   // DSpark.
-  if (num_nextn_predict_layers < 0) fail(tk("num_nextn_predict_layers"), "must not be negative");
   if (num_nextn_predict_layers > 0) {
-    positive("dspark_block_size", dspark_block_size);
-    positive("dspark_n_routed_experts", dspark_n_routed_experts);
     if (dspark_num_experts_per_tok < 1 || dspark_num_experts_per_tok > dspark_n_routed_experts)
       fail(tk("dspark_num_experts_per_tok"), "must be in [1, dspark_n_routed_experts]");
-    positive("dspark_markov_rank", dspark_markov_rank);
     if (dspark_target_layer_ids.empty())
       fail(tk("dspark_target_layer_ids"), "must list the layers that feed the draft head");
     for (size_t i = 0; i < dspark_target_layer_ids.size(); ++i) {

@@ -7,9 +7,13 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cedar {
+
+// config.json is read whole: a larger file is refused before it is read (the release's is 2 KiB).
+inline constexpr uint64_t kMaxConfigJsonBytes = uint64_t(16) << 20;
 
 enum class LayerRole { SWA, Full, Reindex, Reuse };
 const char* layer_role_name(LayerRole r);
@@ -120,15 +124,23 @@ struct ModelConfig {
 
   std::vector<LayerPlan> layers;  // one per backbone layer, filled by validate()
 
-  // Parse config.json text (nested or flat). Throws std::runtime_error naming the key on a
-  // missing/ill-typed key.
+  // Parse config.json (nested or flat) and validate(). Throws std::runtime_error naming the key
+  // on a missing/ill-typed key. from_text parses the text first (errors name `label`); from_file
+  // reads a regular file of at most kMaxConfigJsonBytes (base/regular_file.h) and parses it.
   static ModelConfig from_json(const nlohmann::json& j);
+  static ModelConfig from_text(std::string_view text, const std::string& label);
   static ModelConfig from_file(const std::string& path);
   nlohmann::json to_json() const;  // the HF nested layout, as make-model writes it
 
   // Checks everything the engine relies on and fills `layers`. Throws std::runtime_error with a
   // message naming the offending key when the configuration is not the V4.1 graph.
   void validate();
+  // The range checks validate() starts with (config_limits.cpp): every count and dimension
+  // positive and under a sane upper bound, every float the math needs finite. The GGUF readers
+  // run them before they loop over the layers a file claims or derive its Engram constants.
+  // Errors name the key and the bound ("config.json: text_config.<key>: <v> exceeds the limit of
+  // <max>").
+  void check_limits() const;
 
   int n_layers() const { return num_hidden_layers; }
   const LayerPlan& plan(int l) const { return layers.at(size_t(l)); }

@@ -1,11 +1,11 @@
 #include "model/gguf.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <stdexcept>
+
+#include "base/file_reader.h"
 
 namespace cedar::gguf {
 
@@ -400,13 +400,16 @@ const std::vector<std::string_view>& get_string_array(const Header& h, std::stri
 }
 
 bool is_gguf_file(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) return false;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char magic[4] = {};
-  const bool ok = std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "GGUF", 4) == 0;
-  std::fclose(f);
-  return ok;
+  try {
+    uint64_t size = 0;
+    UniqueFd fd = open_regular_file(path, &size);
+    if (size < 4) return false;
+    uint8_t magic[4];
+    FileReader::adopt(std::move(fd), size, path)->read(0, 4, magic);
+    return std::memcmp(magic, "GGUF", 4) == 0;
+  } catch (const std::runtime_error&) {
+    return false;  // absent, unreadable or not a regular file
+  }
 }
 
 }  // namespace cedar::gguf

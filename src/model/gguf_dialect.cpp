@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <regex>
 #include <stdexcept>
 
@@ -97,6 +98,76 @@ std::string strip_weight_or_scale(const std::string& s) {
   for (const std::string_view suf : {".weight", ".scale"})
     if (s.size() > suf.size() && s.ends_with(suf)) return s.substr(0, s.size() - suf.size());
   return s;
+}
+
+// The dialect-A key of each config key config_from_gguf reads (the part after "text_config."),
+// for messages: a GGUF file's user looks for the file's key.
+constexpr NamePair kConfigKeys[] = {
+    {"num_hidden_layers", "deepseek41.block_count"},
+    {"max_position_embeddings", "deepseek41.context_length"},
+    {"hidden_size", "deepseek41.embedding_length"},
+    {"num_attention_heads", "deepseek41.attention.head_count"},
+    {"num_key_value_heads", "deepseek41.attention.head_count_kv"},
+    {"head_dim", "deepseek41.attention.key_length"},
+    {"rms_norm_eps", "deepseek41.attention.layer_norm_rms_epsilon"},
+    {"q_lora_rank", "deepseek41.attention.q_lora_rank"},
+    {"sliding_window", "deepseek41.attention.sliding_window"},
+    {"o_groups", "deepseek41.attention.output_group_count"},
+    {"o_lora_rank", "deepseek41.attention.output_lora_rank"},
+    {"compress_ratios", "deepseek41.attention.compress_ratios"},
+    {"compress_rope_theta", "deepseek41.attention.compress_rope_freq_base"},
+    {"index_n_heads", "deepseek41.attention.indexer.head_count"},
+    {"index_head_dim", "deepseek41.attention.indexer.key_length"},
+    {"index_topk", "deepseek41.attention.indexer.top_k"},
+    {"candidate_source_layer_id", "deepseek41.attention.candidate_source_layer_id"},
+    {"candidate_block_size", "deepseek41.attention.candidate_block_size"},
+    {"candidate_topk_blocks", "deepseek41.attention.candidate_topk_blocks"},
+    {"qk_rope_head_dim", "deepseek41.rope.dimension_count"},
+    {"rope_theta", "deepseek41.rope.freq_base"},
+    {"rope_scaling.factor", "deepseek41.rope.scaling.factor"},
+    {"rope_scaling.original_max_position_embeddings",
+     "deepseek41.rope.scaling.original_context_length"},
+    {"rope_scaling.beta_fast", "deepseek41.rope.scaling.yarn_beta_fast"},
+    {"rope_scaling.beta_slow", "deepseek41.rope.scaling.yarn_beta_slow"},
+    {"n_routed_experts", "deepseek41.expert_count"},
+    {"num_experts_per_tok", "deepseek41.expert_used_count"},
+    {"n_shared_experts", "deepseek41.expert_shared_count"},
+    {"moe_intermediate_size", "deepseek41.expert_feed_forward_length"},
+    {"routed_scaling_factor", "deepseek41.expert_weights_scale"},
+    {"swiglu_limit", "deepseek41.swiglu_clamp_exp"},
+    {"hc_mult", "deepseek41.hyper_connection.count"},
+    {"hc_sinkhorn_iters", "deepseek41.hyper_connection.sinkhorn_iterations"},
+    {"hc_eps", "deepseek41.hyper_connection.epsilon"},
+    {"engram_layer_ids", "deepseek41.engram.layer_ids"},
+    {"engram_n_heads", "deepseek41.engram.head_count"},
+    {"engram_head_dim", "deepseek41.engram.key_length"},
+    {"engram_max_ngram_size", "deepseek41.engram.max_ngram_size"},
+    {"vocab_size", "tokenizer.ggml.tokens"},
+};
+
+// Runs a ModelConfig check (check_limits, validate) on a config read from a file's keys: its
+// "config.json: text_config.<key>: ..." errors are rethrown naming the file and the file's key.
+template <class Check>
+void checked_as_gguf(const std::string& label, Check&& check) {
+  try {
+    check();
+  } catch (const std::runtime_error& e) {
+    std::string m = e.what();
+    if (m.starts_with("config.json: ")) m = m.substr(13);
+    const std::string_view tail = std::string_view(m).substr(std::min<size_t>(m.size(), 12));
+    const NamePair* best = nullptr;
+    for (const NamePair& p : kConfigKeys) {
+      const std::string_view hf = p.release;
+      if (m.starts_with("text_config.") && tail.starts_with(hf) && tail.size() > hf.size() &&
+          (tail[hf.size()] == ':' || tail[hf.size()] == ' ') &&
+          (!best || hf.size() > std::string_view(best->release).size()))
+        best = &p;
+    }
+    if (best)
+      m = std::string(best->gguf) + " (" + m.substr(0, 12 + std::strlen(best->release)) + ")" +
+          m.substr(12 + std::strlen(best->release));
+    fail(label, m);
+  }
 }
 
 }  // namespace
@@ -331,6 +402,9 @@ ModelConfig config_from_gguf(const Header& h, const std::string& label) {
   if (has_key(h, "tokenizer.ggml.padding_token_id"))
     c.pad_token_id = int64_t(get_uint(h, "tokenizer.ggml.padding_token_id", label));
 
+  // every count bounded before the loops over layers and the Engram derivation below
+  checked_as_gguf(label, [&c] { c.check_limits(); });
+
   // layer roles from tensor presence (spec §3.3.3)
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const std::string blk = "blk." + std::to_string(l) + ".";
@@ -369,6 +443,7 @@ ModelConfig config_from_gguf(const Header& h, const std::string& label) {
       if (token_map[i] == int64_t(pad)) c.engram_pad_token_id = int(i);
     if (c.engram_pad_token_id < 0)
       fail(label, k("engram.pad_id") + " " + std::to_string(pad) + " is no token's mapped id");
+    checked_as_gguf(label, [&c] { c.check_limits(); });  // the primes are searched for below
     const EngramKeys want = engram_keys(c);
     c.engram_num_embeddings.assign(want.rows.begin(), want.rows.end());
     if (primes != want.primes)
@@ -378,7 +453,7 @@ ModelConfig config_from_gguf(const Header& h, const std::string& label) {
     if (get_uint_array(h, k("engram.multipliers"), label) != want.multipliers)
       fail(label, k("engram.multipliers") + " differ from the V4.1 hash multipliers");
   }
-  c.validate();
+  checked_as_gguf(label, [&c] { c.validate(); });
   return c;
 }
 

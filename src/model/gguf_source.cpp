@@ -309,6 +309,15 @@ void refuse_unexpected(const gguf::Header& h, gguf::Dialect dialect,
                                "layout or model)");
 }
 
+// The most release tensors a file can provide: a GGUF tensor is one release tensor or a weight
+// and its scales, a merged expert tensor (ne[2] experts) those of each of its experts. The
+// tensors' bytes do not overlap inside the file, so the sum stays below the file's size.
+size_t release_tensor_capacity(const gguf::Header& h) {
+  uint64_t n = 0;
+  for (const gguf::TensorInfo& t : h.tensors) n += 2 * (t.n_dims >= 3 ? t.ne[2] : 1);
+  return size_t(n);
+}
+
 }  // namespace
 
 std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path, const OpenOptions& opt) {
@@ -327,7 +336,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open_gguf(const std::string& path, const
     for (int64_t v : gguf::get_int_array(h, "deepseek41.engram.token_map", path))
       ck->engram_token_map_.push_back(int32_t(v));
 
-  const std::vector<ExpectedTensor> expected = expected_tensors(ck->config_);
+  const std::vector<ExpectedTensor> expected = ck->inventory(release_tensor_capacity(h));
   std::map<std::string, const ExpectedTensor*> by_name;
   for (const ExpectedTensor& t : expected) by_name[t.name] = &t;
   const gguf::Dialect dialect = gguf::detect_dialect(h).dialect;

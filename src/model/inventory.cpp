@@ -4,6 +4,7 @@
 // ref: model.py Transformer.__init__, Block, Attention, Compressor, Indexer, Gate, MoE, Engram,
 //      DSparkBlock; vision.py ViT, Aligner
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -20,8 +21,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 class Inventory {
  public:
   std::vector<ExpectedTensor> out;
+  size_t max_tensors = std::numeric_limits<size_t>::max();
 
   void add(const std::string& name, DType dt, std::vector<int64_t> shape) {
+    if (out.size() >= max_tensors)
+      throw std::length_error("the config describes more than " + std::to_string(max_tensors) +
+                              " tensors");
     out.push_back({name, dt, std::move(shape)});
   }
   // A quantized Linear `name` stores `name.weight` and `name.scale` (model.py Linear's two
@@ -154,9 +159,10 @@ void check_config(const ModelConfig& c) {
 
 }  // namespace
 
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c, size_t max_tensors) {
   check_config(c);
   Inventory inv;
+  inv.max_tensors = max_tensors;
   const int64_t D = c.hidden_size;
   // ref: model.py Transformer.__init__
   inv.add("embed.weight", DType::BF16, {c.vocab_size, D});

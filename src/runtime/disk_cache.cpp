@@ -1,8 +1,10 @@
 #include "runtime/disk_cache.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <chrono>
-#include <filesystem>
+#include <cerrno>
 #include <iostream>
 #include <limits>
 #include <set>
@@ -11,25 +13,16 @@
 
 namespace cedar::runtime {
 
-namespace fs = std::filesystem;
-
 namespace {
 
 constexpr const char* kExt = ".cdkv";
 constexpr const char kNameTag[] = "cedar-prefix-unit-v1";
 
-int64_t now_ns() {
-  return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     fs::file_time_type::clock::now().time_since_epoch())
-                     .count());
-}
-
-int64_t mtime_ns(const fs::path& p) {
-  std::error_code ec;
-  const auto t = fs::last_write_time(p, ec);
-  if (ec) return 0;
-  return int64_t(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+// A temp file whose writer (another process) is gone: the leftover of a crash.
+bool abandoned_temp(const std::string& name) {
+  long pid = 0;
+  return DirFd::is_temp_name(name, &pid) && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 &&
+         errno == ESRCH;
 }
 
 // The prefix hash state before any token: tag and fingerprint. Token ids are streamed after it,
@@ -63,13 +56,19 @@ std::string name_of(const UnitId& id) { return hex(id) + kExt; }
 }  // namespace
 
 DiskCache::DiskCache(const ModelConfig& cfg, const ModelFingerprint& fp, DiskCacheOptions opt)
-    : cfg_(cfg), fp_(fp), opt_(std::move(opt)), latest_stamp_(now_ns()) {
+    : cfg_(cfg), fp_(fp), opt_(std::move(opt)), latest_stamp_(unix_now_ns()) {
   if (opt_.dir.empty()) throw std::runtime_error("prefix cache: no cache directory given");
-  std::error_code ec;
-  fs::create_directories(opt_.dir, ec);
-  if (ec || !fs::is_directory(opt_.dir))
-    throw std::runtime_error("prefix cache: cannot create the cache directory " + opt_.dir +
-                             (ec ? ": " + ec.message() : ""));
+  try {
+    dir_ = DirFd::open(opt_.dir, /*create=*/true);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("prefix cache: cache directory ") + e.what());
+  }
+  const std::string problem = dir_.private_problem();
+  if (!problem.empty())
+    throw std::runtime_error("prefix cache: refusing the cache directory " + opt_.dir + ": " +
+                             problem +
+                             ". Another user could plant files or symbolic links in it; use a "
+                             "directory only you can write (chmod go-w, or a new one)");
   scan();
   std::lock_guard<std::mutex> lk(mu_);
   evict_to_fit("");
@@ -82,9 +81,7 @@ void DiskCache::warn(const std::string& msg) const {
     std::cerr << "cedar: prefix cache: " << msg << "\n";
 }
 
-std::string DiskCache::path_of(const std::string& name) const {
-  return (fs::path(opt_.dir) / name).string();
-}
+std::string DiskCache::path_of(const std::string& name) const { return dir_.label(name); }
 
 UnitId DiskCache::unit_id(std::span<const int32_t> ids) const {
   text::Sha256 h = id_hasher(fp_);
@@ -98,18 +95,33 @@ std::string DiskCache::unit_name(std::span<const int32_t> ids) const {
 
 void DiskCache::scan() {
   std::lock_guard<std::mutex> lk(mu_);
-  std::error_code ec;
-  fs::directory_iterator it(opt_.dir, ec);
-  if (ec) throw std::runtime_error("prefix cache: cannot list " + opt_.dir + ": " + ec.message());
-  for (const auto& e : it) {
-    if (!e.is_regular_file() || e.path().extension() != kExt) continue;
-    const std::string name = e.path().filename().string();
+  std::vector<DirFd::Entry> list;
+  try {
+    list = dir_.list();
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("prefix cache: ") + e.what());
+  }
+  for (const DirFd::Entry& e : list) {
+    if (abandoned_temp(e.name) && e.kind != DirFd::Kind::kOther) {
+      dir_.remove(e.name);
+      continue;
+    }
+    if (!e.name.ends_with(kExt)) continue;
+    if (e.kind == DirFd::Kind::kSymlink) {  // never followed: the link itself goes
+      warn(path_of(e.name) + ": a symbolic link, not a unit; removing the link (not its target)");
+      dir_.remove(e.name);
+      continue;
+    }
+    if (e.kind != DirFd::Kind::kRegular) {
+      warn(path_of(e.name) + ": not a regular file; ignored");
+      continue;
+    }
     Entry en;
-    en.bytes = uint64_t(e.file_size());
-    en.stamp = mtime_ns(e.path());
+    en.bytes = e.size;
+    en.stamp = e.mtime_ns;
     latest_stamp_ = std::max(latest_stamp_, en.stamp);
     try {
-      const SnapshotHeader h = read_snapshot_file_header(e.path().string());
+      const SnapshotHeader h = read_snapshot_file_header(dir_, e.name);
       if (h.version == kSnapshotVersion && h.fingerprint == fp_ &&
           kSnapshotHeaderBytes + h.payload_bytes == en.bytes && h.n_tokens >= 0 &&
           h.base_tokens >= 0 && h.base_tokens < std::max<int64_t>(h.n_tokens, 1)) {
@@ -122,25 +134,26 @@ void DiskCache::scan() {
       // is loaded); counted in the budget, never offered
     } catch (const SnapshotError& err) {
       warn(std::string(err.what()) + "; deleting it");
-      fs::remove(e.path(), ec);
+      dir_.remove(e.name);
       continue;
     }
-    entries_[name] = en;
+    entries_[e.name] = en;
     used_ += en.bytes;
   }
 }
 
 void DiskCache::touch(const std::string& name) {
   // Strictly increasing stamps: two touches within the clock's resolution still order correctly.
-  const int64_t stamp = std::max(now_ns(), latest_stamp_ + 1);
+  const int64_t stamp = std::max(unix_now_ns(), latest_stamp_ + 1);
   latest_stamp_ = stamp;
-  std::error_code ec;
-  fs::last_write_time(path_of(name),
-                      fs::file_time_type(std::chrono::duration_cast<fs::file_time_type::duration>(
-                          std::chrono::nanoseconds(stamp))),
-                      ec);
+  dir_.set_mtime(name, stamp);  // (a failure only costs the order after a restart)
   auto it = entries_.find(name);
   if (it != entries_.end()) it->second.stamp = stamp;
+}
+
+bool DiskCache::present(const std::string& name) const {
+  const auto e = dir_.stat(name);
+  return e && e->kind == DirFd::Kind::kRegular;
 }
 
 void DiskCache::touch_chain(const std::string& name) {
@@ -162,10 +175,7 @@ void DiskCache::drop(const std::string& name_ref, bool remove_file) {
     used_ -= it->second.bytes;
     entries_.erase(it);
   }
-  if (remove_file) {
-    std::error_code ec;
-    fs::remove(path_of(name), ec);
-  }
+  if (remove_file) dir_.remove(name);
 }
 
 int DiskCache::drop_with_descendants(const std::string& name_ref) {
@@ -224,7 +234,7 @@ uint64_t DiskCache::save(std::span<const int32_t> ids, const SequenceState& stat
     std::lock_guard<std::mutex> lk(mu_);
     auto it = entries_.find(name);
     if (it != entries_.end() && it->second.n_tokens == n &&
-        (it->second.has_window || !with_window) && fs::exists(path_of(name))) {
+        (it->second.has_window || !with_window) && present(name)) {
       touch_chain(name);
       ++stats_.save_skips;
       return 0;
@@ -263,7 +273,7 @@ uint64_t DiskCache::save(std::span<const int32_t> ids, const SequenceState& stat
     return 0;
   }
   try {
-    write_snapshot_file(path_of(name), bytes);
+    write_snapshot_file(dir_, name, bytes);
   } catch (const SnapshotError& e) {
     warn(e.what());
     return 0;
@@ -317,7 +327,7 @@ std::optional<SnapshotUnit> DiskCache::load_longest(std::span<const int32_t> ids
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       const std::string path = path_of(*it);
       try {
-        SnapshotUnit next = read_snapshot_file(path, cfg_, fp_, u ? &*u : nullptr);
+        SnapshotUnit next = read_snapshot_file(dir_, *it, cfg_, fp_, u ? &*u : nullptr);
         const int64_t from = entries_.at(*it).base_tokens;
         if (int64_t(next.tokens.size()) != entries_.at(*it).n_tokens ||
             !std::equal(next.tokens.begin() + from, next.tokens.end(), ids.begin() + from)) {

@@ -13,7 +13,19 @@
 // the root. A unit is therefore only as good as its ancestors: a hit touches the whole chain,
 // and evicting or refusing a unit deletes its descendants with it.
 //
-// Units are written to a temp name and renamed (never half-written under the final name).
+// The directory is trusted only when it is private: a directory another user could write -- owned
+// by another uid, or writable by its group or others (sticky or not: a sticky /tmp-like
+// directory still lets others create names) -- is refused at startup, naming the path and the
+// reason, since anyone who can add entries can plant a unit or a symbolic link under a name the
+// cache will write or read. A path that is itself a symbolic link to a directory (a cache on
+// another disk) is followed, once, when the cache opens it; the ownership check applies to the
+// directory it leads to, and every later operation is relative to that opened directory
+// (base/dir_fd.h), so renaming or replacing the path afterwards changes nothing. Inside it no
+// symbolic link is ever followed: units are written to a fresh temp name (O_EXCL|O_NOFOLLOW),
+// fsynced and renamed (never half-written under the final name; a planted link is replaced, not
+// written through), read O_NOFOLLOW as regular files only, touched and deleted as links; a
+// *.cdkv entry that is a link is deleted (the link, never its target) when the directory is
+// scanned, and the temp files of a writer that died are removed then.
 // Recency is the file's mtime (touched on every hit); when the directory exceeds its byte budget
 // the least recently used units are deleted. A unit that fails to load — truncated, corrupt
 // (checksum), foreign (fingerprint of another model), of another format version, or whose base
@@ -31,13 +43,14 @@
 #include <string>
 #include <vector>
 
+#include "base/dir_fd.h"
 #include "model/config.h"
 #include "state/snapshot.h"
 
 namespace cedar::runtime {
 
 struct DiskCacheOptions {
-  std::string dir;                               // created if absent
+  std::string dir;                               // created (mode 0700) if absent
   uint64_t max_bytes = uint64_t(16) << 30;       // budget for all *.cdkv files of the directory
   bool chain = true;                             // new units extend the longest cached prefix
   std::function<void(const std::string&)> warn;  // default: "cedar: prefix cache: ..." on stderr
@@ -50,8 +63,9 @@ struct DiskCacheStats {
 
 class DiskCache {
  public:
-  // Scans the directory (headers only). Throws std::runtime_error naming the directory when it
-  // cannot be created or listed.
+  // Opens (creating it with mode 0700 when absent) and scans the directory (headers only).
+  // Throws std::runtime_error naming the directory when it cannot be created or listed, or when
+  // another user could write it (see above).
   DiskCache(const ModelConfig& cfg, const ModelFingerprint& fp, DiskCacheOptions opt);
 
   UnitId unit_id(std::span<const int32_t> ids) const;
@@ -92,6 +106,7 @@ class DiskCache {
     int64_t stamp = 0;  // mtime in ns since the file clock's epoch: the LRU order
   };
   std::string path_of(const std::string& name) const;
+  bool present(const std::string& name) const;  // a regular file (not a link) of that name
   void scan();
   // name -> length for every unit of this model whose name is the hash of ids[0..len)
   std::map<int64_t, std::string> prefix_units(std::span<const int32_t> ids, int64_t max_len) const;
@@ -106,6 +121,7 @@ class DiskCache {
   const ModelConfig& cfg_;
   ModelFingerprint fp_;
   DiskCacheOptions opt_;
+  DirFd dir_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;  // file name -> entry
   uint64_t used_ = 0;

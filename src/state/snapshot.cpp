@@ -6,8 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "base/file_reader.h"
+#include "base/json_limits.h"
 #include "model/gguf_files.h"
 #include "text/sha256.h"
 
@@ -180,28 +181,17 @@ void hash_named(text::Sha256& h, const std::string& name, const std::string& dat
   h.update(data.data(), data.size());
 }
 
-std::string read_whole(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
 // `head` (the file's header bytes), the file size, then the sampled blocks of [begin, end of file).
 std::string sampled_digest_input(const std::filesystem::path& p, std::string head, uint64_t begin) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
+  const auto f = FileReader::open(p.string());
   std::string data = std::move(head);
-  const uint64_t size = std::filesystem::file_size(p);
+  const uint64_t size = f->size();
   const uint64_t span = size > begin ? size - begin : 0;
   data.append(reinterpret_cast<const char*>(&size), sizeof(size));
-  std::string block;
   auto sample = [&](uint64_t at) {
-    const uint64_t n = std::min(kSampleBlock, size - at);
-    block.resize(size_t(n));
-    f.seekg(std::streamoff(at));
-    if (!f.read(block.data(), std::streamsize(n)))
-      throw std::runtime_error("model fingerprint: cannot read " + p.string());
-    data += block;
+    const size_t n = size_t(std::min(kSampleBlock, size - at)), old = data.size();
+    data.resize(old + n);
+    f->read(at, n, reinterpret_cast<uint8_t*>(data.data() + old));
   };
   if (span > 0) {
     for (int i = 0; i < kSampleBlocks; ++i) sample(begin + span / kSampleBlocks * uint64_t(i));
@@ -212,20 +202,19 @@ std::string sampled_digest_input(const std::filesystem::path& p, std::string hea
 
 // 8-byte header length, header JSON, the sampled data blocks of one shard.
 std::string shard_digest_input(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error("model fingerprint: cannot read " + p.string());
-  uint8_t len8[8];
-  if (!f.read(reinterpret_cast<char*>(len8), 8))
+  const auto f = FileReader::open(p.string());
+  if (f->size() < 8)
     throw std::runtime_error("model fingerprint: " + p.string() + " is shorter than 8 bytes");
+  uint8_t len8[8];
+  f->read(0, 8, len8);
   uint64_t len = 0;
   std::memcpy(&len, len8, 8);
-  if (len > (uint64_t(100) << 20))
+  if (len > (uint64_t(100) << 20) || len > f->size() - 8)
     throw std::runtime_error("model fingerprint: " + p.string() + " header length " +
                              std::to_string(len) + " is implausible");
   std::string data(reinterpret_cast<const char*>(len8), 8);
   std::string json(size_t(len), '\0');
-  if (!f.read(json.data(), std::streamsize(len)))
-    throw std::runtime_error("model fingerprint: " + p.string() + " header is truncated");
+  f->read(8, json.size(), reinterpret_cast<uint8_t*>(json.data()));
   return sampled_digest_input(p, data + json, 8 + len);
 }
 
@@ -253,15 +242,19 @@ ModelFingerprint model_fingerprint(const std::string& model_dir, const std::stri
   h.update(kTag, sizeof(kTag));
   if (fs::is_regular_file(model_dir)) {  // a GGUF file: the header holds config and tokenizer
     hash_named(h, "gguf", gguf_digest_input(model_dir));
-    if (!tokenizer_path.empty()) hash_named(h, "tokenizer.json", read_whole(tokenizer_path));
+    if (!tokenizer_path.empty())
+      hash_named(h, "tokenizer.json",
+                 read_regular_file(tokenizer_path, kMaxTokenizerJsonBytes, "tokenizer file"));
     hash_named(h, "extra", std::string(extra));
     return h.digest();
   }
   const fs::path dir(model_dir);
-  hash_named(h, "config.json", read_whole(dir / "config.json"));
+  hash_named(h, "config.json",
+             read_regular_file((dir / "config.json").string(), kMaxConfigJsonBytes, "config.json"));
   hash_named(
       h, "tokenizer.json",
-      read_whole(tokenizer_path.empty() ? dir / "tokenizer.json" : fs::path(tokenizer_path)));
+      read_regular_file(tokenizer_path.empty() ? (dir / "tokenizer.json").string() : tokenizer_path,
+                        kMaxTokenizerJsonBytes, "tokenizer file"));
   std::vector<fs::path> shards;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
@@ -537,53 +530,73 @@ SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelC
   return u;
 }
 
-void write_snapshot_file(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw SnapshotError(SnapshotError::Reason::kIo, tmp + ": cannot create");
-    f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    f.flush();
-    if (!f) {
-      std::remove(tmp.c_str());
-      throw SnapshotError(SnapshotError::Reason::kIo, tmp + ": write failed (disk full?)");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot rename the written unit");
+namespace {
+
+[[noreturn]] void io_error(const std::string& what) {
+  throw SnapshotError(SnapshotError::Reason::kIo, what);
+}
+
+// The directory of `path` (opened, never created) and the file's name in it.
+std::pair<DirFd, std::string> split(const std::string& path) {
+  const std::filesystem::path p(path);
+  try {
+    return {DirFd::open(p.has_parent_path() ? p.parent_path().string() : ".", false),
+            p.filename().string()};
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
   }
 }
 
-namespace {
-std::vector<uint8_t> read_all(const std::string& path, size_t limit) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot open");
-  std::vector<uint8_t> buf;
-  if (limit == size_t(-1)) {
-    f.seekg(0, std::ios::end);
-    const auto n = f.tellg();
-    if (n < 0) throw SnapshotError(SnapshotError::Reason::kIo, path + ": cannot size");
-    f.seekg(0);
-    buf.resize(size_t(n));
-  } else {
-    buf.resize(limit);
+// The first `limit` bytes of a unit (all of them: limit == size_t(-1)).
+std::vector<uint8_t> read_unit(const DirFd& dir, const std::string& name, size_t limit) {
+  try {
+    uint64_t size = 0;
+    UniqueFd fd = dir.open_file(name, &size);
+    const auto f = FileReader::adopt(std::move(fd), size, dir.label(name));
+    std::vector<uint8_t> buf(size_t(std::min<uint64_t>(size, limit)));
+    f->read(0, buf.size(), buf.data());
+    return buf;
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
   }
-  f.read(reinterpret_cast<char*>(buf.data()), std::streamsize(buf.size()));
-  buf.resize(size_t(f.gcount()));
-  return buf;
 }
+
 }  // namespace
+
+void write_snapshot_file(const DirFd& dir, const std::string& name,
+                         const std::vector<uint8_t>& bytes) {
+  try {
+    dir.write_file(name, bytes.data(), bytes.size());
+  } catch (const std::runtime_error& e) {
+    io_error(e.what());
+  }
+}
+
+SnapshotUnit read_snapshot_file(const DirFd& dir, const std::string& name, const ModelConfig& cfg,
+                                const ModelFingerprint& expected, SnapshotUnit* base) {
+  const std::vector<uint8_t> buf = read_unit(dir, name, size_t(-1));
+  return deserialize_snapshot(buf.data(), buf.size(), cfg, expected, dir.label(name), base);
+}
+
+SnapshotHeader read_snapshot_file_header(const DirFd& dir, const std::string& name) {
+  const std::vector<uint8_t> buf = read_unit(dir, name, kSnapshotHeaderBytes);
+  return parse_snapshot_header(buf.data(), buf.size(), dir.label(name));
+}
+
+void write_snapshot_file(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const auto [dir, name] = split(path);
+  write_snapshot_file(dir, name, bytes);
+}
 
 SnapshotUnit read_snapshot_file(const std::string& path, const ModelConfig& cfg,
                                 const ModelFingerprint& expected, SnapshotUnit* base) {
-  const std::vector<uint8_t> buf = read_all(path, size_t(-1));
-  return deserialize_snapshot(buf.data(), buf.size(), cfg, expected, path, base);
+  const auto [dir, name] = split(path);
+  return read_snapshot_file(dir, name, cfg, expected, base);
 }
 
 SnapshotHeader read_snapshot_file_header(const std::string& path) {
-  const std::vector<uint8_t> buf = read_all(path, kSnapshotHeaderBytes);
-  return parse_snapshot_header(buf.data(), buf.size(), path);
+  const auto [dir, name] = split(path);
+  return read_snapshot_file_header(dir, name);
 }
 
 }  // namespace cedar

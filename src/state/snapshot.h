@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/dir_fd.h"
 #include "model/config.h"
 #include "state/sequence_state.h"
 
@@ -123,8 +124,15 @@ SnapshotUnit deserialize_snapshot(const uint8_t* data, size_t size, const ModelC
                                   const ModelFingerprint& expected, const std::string& label,
                                   SnapshotUnit* base = nullptr);
 
-// Files: written to <path>.tmp then renamed (a crash never leaves a half-written unit under the
-// final name); read whole. Errors throw SnapshotError(kIo) naming the path.
+// Files: units of a directory (base/dir_fd.h), written by DirFd::write_file (a fresh temp name,
+// fsync, rename: a crash never leaves a half-written unit under the final name) and read whole;
+// a symbolic link in the directory is never followed, and only regular files are read. Errors
+// throw SnapshotError(kIo) naming the path. The path forms open the file's directory first.
+void write_snapshot_file(const DirFd& dir, const std::string& name,
+                         const std::vector<uint8_t>& bytes);
+SnapshotUnit read_snapshot_file(const DirFd& dir, const std::string& name, const ModelConfig& cfg,
+                                const ModelFingerprint& expected, SnapshotUnit* base = nullptr);
+SnapshotHeader read_snapshot_file_header(const DirFd& dir, const std::string& name);
 void write_snapshot_file(const std::string& path, const std::vector<uint8_t>& bytes);
 SnapshotUnit read_snapshot_file(const std::string& path, const ModelConfig& cfg,
                                 const ModelFingerprint& expected, SnapshotUnit* base = nullptr);

@@ -64,7 +64,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& m) {
   return from_parts(m, std::move(parts));
 }
 
-BpeModel BpeModel::from_parts(const nlohmann::json& m, BpeParts parts) {
+BpeModel BpeModel::from_parts(const nlohmann::json& m, BpeParts parts, std::size_t added_tokens) {
   const std::string where = "tokenizer.json: model";
   if (!m.is_object()) throw std::runtime_error(where + " is missing");
   if (m.value("type", "") != "BPE")
@@ -83,9 +83,16 @@ BpeModel BpeModel::from_parts(const nlohmann::json& m, BpeParts parts) {
   BpeModel bpe;
   bpe.ignore_merges_ = m.value("ignore_merges", false);
   int64_t max_id = -1;
+  const int64_t id_bound = int64_t(parts.vocab.size() + added_tokens);
   for (const auto& [tok, id] : parts.vocab) {
     if (id < 0 || id >= INT32_MAX)
       throw std::runtime_error(where + ".vocab['" + tok + "'] is not a valid id");
+    if (id >= id_bound)
+      throw std::runtime_error(where + ".vocab['" + tok + "'] = " + std::to_string(id) +
+                               ": ids must be contiguous, and " +
+                               std::to_string(parts.vocab.size()) + " vocab entries + " +
+                               std::to_string(added_tokens) + " added tokens define ids below " +
+                               std::to_string(id_bound) + " only");
     max_id = std::max(max_id, id);
   }
   bpe.id_to_token_.assign(static_cast<std::size_t>(max_id + 1), std::string());

@@ -31,8 +31,12 @@ class BpeModel {
   // anything cedar does not implement (dropout, byte fallback, subword prefixes, a merge whose
   // parts or result are not in the vocab, a byte without a vocab entry).
   static BpeModel from_json(const nlohmann::json& model);
-  // Same, with vocab and merges given separately (`model` may lack or hold them empty).
-  static BpeModel from_parts(const nlohmann::json& model, BpeParts parts);
+  // Same, with vocab and merges given separately (`model` may lack or hold them empty). Ids are
+  // contiguous (tokenizer.json's added tokens may fill the vocab's gaps), so every vocab id must
+  // be below vocab entries + `added_tokens`: a larger one is refused before the id table is
+  // sized by it.
+  static BpeModel from_parts(const nlohmann::json& model, BpeParts parts,
+                             std::size_t added_tokens = 0);
   // Splits a merges entry ("a b" or ["a", "b"]); false if malformed.
   static bool parse_merge(const nlohmann::json& entry, std::string* a, std::string* b);
 

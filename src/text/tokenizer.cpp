@@ -1,11 +1,10 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 
+#include "base/file_reader.h"
 #include "base/json_limits.h"
 #include "text/byte_level.h"
 #include "text/utf8.h"
@@ -18,12 +17,7 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error("cannot open tokenizer file '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw std::runtime_error("cannot read tokenizer file '" + path + "'");
-  return from_json_text(ss.str(), path);
+  return from_json_text(read_regular_file(path, kMaxTokenizerJsonBytes, "tokenizer file"), path);
 }
 
 namespace {
@@ -109,7 +103,10 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& or
       throw std::runtime_error("model.vocab is missing or not an object");
     if (bpe_model && (!model.contains("merges") || !model["merges"].is_array()))
       throw std::runtime_error("model.merges is missing or not an array");
-    BpeModel bpe = BpeModel::from_parts(model, std::move(parts));  // model errors come first
+    const bool has_added = j.contains("added_tokens") && j["added_tokens"].is_array();
+    const size_t n_added = has_added ? j["added_tokens"].size() : 0;
+    // model errors come first
+    BpeModel bpe = BpeModel::from_parts(model, std::move(parts), n_added);
     Tokenizer tok(std::move(bpe), PreTokenizer::from_json(j["pre_tokenizer"]));
 
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
@@ -120,7 +117,15 @@ Tokenizer Tokenizer::from_json_text(std::string_view text, const std::string& or
           throw std::runtime_error("added_tokens entry without integer 'id' and string 'content'");
         AddedToken t;
         const int64_t id = a["id"].get<int64_t>();
-        if (id < 0 || id >= INT32_MAX) throw std::runtime_error("added token id out of range");
+        // ids are contiguous: none can reach past every token the file defines (checked before
+        // the id index below is sized by the largest)
+        const int64_t id_bound = int64_t(tok.bpe_.vocab_entries() + n_added);
+        if (id < 0 || id >= id_bound)
+          throw std::runtime_error("added token id " + std::to_string(id) +
+                                   " is out of range: ids must be contiguous, and " +
+                                   std::to_string(tok.bpe_.vocab_entries()) + " vocab entries + " +
+                                   std::to_string(n_added) + " added tokens define ids below " +
+                                   std::to_string(id_bound) + " only");
         t.id = static_cast<int32_t>(id);
         t.content = a["content"].get<std::string>();
         t.special = a.value("special", false);

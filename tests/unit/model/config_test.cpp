@@ -4,11 +4,13 @@
 #include "model/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -382,6 +384,50 @@ TEST(Config, RefusesBadEngramAndDSpark) {
                        {"text_config.dspark_markov_rank", "missing"});
 }
 
+TEST(Config, RefusesCountsOverTheirLimitsNamingKeyAndBound) {
+  // each a claim a hostile file made; each would have become a loop bound or an allocation
+  expect_refused_after([](json& j) { j["text_config"]["n_routed_experts"] = 1000000; },
+                       {"text_config.n_routed_experts", "1000000 exceeds the limit of 16384"});
+  expect_refused_after([](json& j) { j["text_config"]["n_routed_experts"] = 1000000000; },
+                       {"text_config.n_routed_experts", "exceeds the limit of 16384"});
+  expect_refused_after([](json& j) { j["text_config"]["num_hidden_layers"] = 2147483647; },
+                       {"text_config.num_hidden_layers", "exceeds the limit of 1024"});
+  expect_refused_after([](json& j) { j["text_config"]["hc_sinkhorn_iters"] = 1000000000; },
+                       {"text_config.hc_sinkhorn_iters", "exceeds the limit of 1000"});
+  expect_refused_after([](json& j) { j["text_config"]["hc_sinkhorn_iters"] = 0; },
+                       {"text_config.hc_sinkhorn_iters", "must be positive"});
+  expect_refused_after([](json& j) { j["text_config"]["max_position_embeddings"] = 1LL << 40; },
+                       {"text_config.max_position_embeddings", "exceeds the limit of"});
+  expect_refused_after([](json& j) { j["text_config"]["engram_n_heads"] = 1000000; },
+                       {"text_config.engram_n_heads", "exceeds the limit of 1024"});
+  expect_refused_after([](json& j) { j["vision_config"]["num_hidden_layers"] = 1000000000; },
+                       {"vision_config.num_hidden_layers", "exceeds the limit of 1024"});
+  // within each limit, but not together: layers x experts bounds the tensor inventory
+  expect_refused_after(
+      [](json& j) { j["text_config"]["n_routed_experts"] = 16384; },
+      {"text_config.n_routed_experts x num_hidden_layers", "655744 exceeds the limit of 262144"});
+}
+
+TEST(Config, RefusesNonFiniteValues) {
+  for (const char* k : {"rope_theta", "compress_rope_theta", "rms_norm_eps", "hc_eps",
+                        "routed_scaling_factor", "swiglu_limit"}) {
+    for (double v :
+         {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()})
+      expect_refused_after([&](json& j) { j["text_config"][k] = v; },
+                           {std::string("text_config.") + k, "must be finite"});
+  }
+  expect_refused_after(
+      [](json& j) {
+        j["text_config"]["rope_scaling"]["factor"] = -std::numeric_limits<double>::infinity();
+      },
+      {"text_config.rope_scaling.factor", "must be finite"});
+  expect_refused_after([](json& j) { j["text_config"]["rope_theta"] = -1.0; },
+                       {"text_config.rope_theta", "must be positive"});
+  expect_refused_after(
+      [](json& j) { j["vision_config"]["rope_theta"] = std::numeric_limits<double>::infinity(); },
+      {"vision_config.rope_theta", "must be finite"});
+}
+
 TEST(Config, FromFileErrorsNameTheFile) {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("cedar_cfg_" + std::to_string(::getpid()));
@@ -400,6 +446,26 @@ TEST(Config, FromFileErrorsNameTheFile) {
     ADD_FAILURE() << "missing file accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("nope.json"), std::string::npos) << e.what();
+  }
+  // a FIFO is refused at once (an ordinary open would wait for a writer forever)
+  const std::string fifo = (dir / "fifo.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    ModelConfig::from_file(fifo);
+    ADD_FAILURE() << "FIFO accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), fifo + ": not a regular file (a FIFO)");
+  }
+  // and so is a config.json larger than any config (read whole, so its size is memory)
+  const std::string big = (dir / "big.json").string();
+  { std::ofstream(big) << " "; }
+  fs::resize_file(big, kMaxConfigJsonBytes + 1);
+  try {
+    ModelConfig::from_file(big);
+    ADD_FAILURE() << "oversized file accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than a config.json may have"), std::string::npos)
+        << e.what();
   }
   fs::remove_all(dir);
 }

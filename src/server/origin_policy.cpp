@@ -132,8 +132,9 @@ std::optional<Refusal> check_boundary(const HttpRequest& req, const OriginPolicy
     const std::string type = media_type(req.header("content-type"));
     if (!is_json_type(type))
       return Refusal{415, "Content-Type '" + type +
-                              "' is not accepted: the API takes JSON bodies (send Content-Type: "
-                              "application/json)"};
+                              "' is not accepted: the API takes JSON bodies; send the header "
+                              "Content-Type: application/json (curl: -H 'Content-Type: "
+                              "application/json')"};
   }
   return std::nullopt;
 }

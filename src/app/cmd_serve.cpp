@@ -176,11 +176,9 @@ int cmd_serve(int argc, char** argv) {
   cfg.cors_origin = args.get("cors", "");
   if (args.has("allowed-hosts"))
     cfg.allowed_hosts = server::parse_allowed_hosts(args.get("allowed-hosts", ""));
-  // 0: the default, as for the other size and count flags
-  if (const long long mpx = positive(args, "image-budget", 0, 1 << 20); mpx > 0)
-    cfg.images.pixel_budget = mpx << 20;
-  if (const long long n = positive(args, "image-threads", 0, 256); n > 0)
-    cfg.images.threads = int(n);
+  cfg.images.pixel_budget =
+      count_or_default(args, "image-budget", cfg.images.pixel_budget >> 20, 1 << 20) << 20;
+  cfg.images.threads = int(count_or_default(args, "image-threads", cfg.images.threads, 256));
   if (!is_loopback(host) && cfg.api_key.empty())
     std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
   if (cfg.test_hooks)

@@ -10,7 +10,7 @@
 
 namespace cedar::server {
 
-// Shared by the sink and its writer thread, so that a writer stuck in fwrite() after the sink is
+// Shared by the sink and its writer thread, so that a writer stuck in write() after the sink is
 // gone still touches live memory.
 struct LogSink::State {
   FILE* out = nullptr;

@@ -108,7 +108,9 @@ void CompletionPipeline::apply(const std::vector<text::ParseEvent>& evs,
         out->push_back({CompletionEvent::Kind::kToolArgs, e.index, e.text, {}, {}, {}, {}});
         break;
       case K::kToolCallEnd:
-        out->push_back({CompletionEvent::Kind::kToolEnd, e.index, {}, {}, {}, {}, {}});
+        if (e.index >= 0 && size_t(e.index) < out_.tool_calls.size())
+          out_.tool_calls[size_t(e.index)].cut = e.cut;
+        out->push_back({CompletionEvent::Kind::kToolEnd, e.index, {}, {}, {}, {}, {}, e.cut});
         break;
     }
   }

@@ -51,6 +51,7 @@ struct LogprobOut {
 
 struct ToolCallOut {
   std::string id, name, arguments;  // arguments: the streamed JSON object text
+  bool cut = false;                 // the output ended or broke inside the call
 };
 
 struct Outcome {
@@ -82,6 +83,7 @@ struct CompletionEvent {
   std::string text, id, name;
   Usage usage;  // kStarted: prompt_tokens and cached_tokens
   LogprobOut lp;
+  bool cut = false;  // kToolEnd: the call was cut short (ToolCallOut::cut)
 };
 
 struct CompletionSetup {

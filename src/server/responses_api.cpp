@@ -92,7 +92,7 @@ ojson arguments_object(const std::string& json) {
 
 ojson ResponsesFormat::call_item(const std::string& item_id, const ToolCallOut& c) const {
   const ResponsesTool* t = tool(c.name);
-  ojson item = {{"id", item_id}, {"status", "completed"}, {"call_id", c.id}};
+  ojson item = {{"id", item_id}, {"status", c.cut ? "incomplete" : "completed"}, {"call_id", c.id}};
   if (t && t->kind == ResponsesTool::Kind::kLocalShell) {
     ojson action = {{"type", "exec"}};
     const ojson args = arguments_object(c.arguments);
@@ -183,7 +183,7 @@ void ResponsesFormat::close_call(int64_t oi, std::string* out) {
        {{"item_id", id}, {"output_index", oi}, {"input", input}}, out);
 }
 
-void ResponsesFormat::close_item(std::string* out) {
+void ResponsesFormat::close_item(std::string* out, const char* status) {
   if (item_ == Item::kNone) return;
   const int64_t oi = int64_t(output_.size());
   const ojson id = current_["id"];
@@ -209,7 +209,7 @@ void ResponsesFormat::close_item(std::string* out) {
   } else {
     close_call(oi, out);
   }
-  current_["status"] = "completed";
+  current_["status"] = status;
   emit("response.output_item.done", {{"output_index", oi}, {"item", current_}}, out);
   output_.push_back(std::move(current_));
   current_ = ojson();
@@ -274,7 +274,8 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
     case K::kLogprob:  // not reported by this format
       break;
     case K::kToolEnd:
-      close_item(out);
+      call_.cut = e.cut;
+      close_item(out, e.cut ? "incomplete" : "completed");
       break;
     case K::kReasoning:
       reasoning_delta(e.text, out);
@@ -309,9 +310,10 @@ void ResponsesFormat::event(const CompletionEvent& e, const Outcome* outcome, st
       }
       break;
     case K::kDone: {
-      close_item(out);
+      // The item still open when the limit struck is the one it cut short.
+      const bool incomplete = outcome && outcome->finish == Finish::kLength;
+      close_item(out, incomplete ? "incomplete" : "completed");
       if (!outcome) break;
-      const bool incomplete = outcome->finish == Finish::kLength;
       ojson r = response(incomplete ? "incomplete" : "completed", output_, outcome);
       emit(incomplete ? "response.incomplete" : "response.completed", {{"response", r}}, out);
       break;
@@ -335,6 +337,8 @@ ojson ResponsesFormat::body(const Outcome& o) const {
                                                  {"logprobs", ojson::array()}}})}});
   for (size_t i = 0; i < o.tool_calls.size(); ++i)
     output.push_back(call_item("fc_" + base + "_" + std::to_string(i), o.tool_calls[i]));
+  // Text the limit cut short is incomplete (a cut call says so itself, in call_item).
+  if (o.finish == Finish::kLength && o.tool_calls.empty()) output.back()["status"] = "incomplete";
   return response(o.finish == Finish::kLength ? "incomplete" : "completed", std::move(output), &o);
 }
 

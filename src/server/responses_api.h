@@ -29,7 +29,8 @@ class ResponsesFormat : public StreamFormat {
   ojson response(const char* status, ojson output, const Outcome* o) const;
   void emit(const char* type, ojson payload, std::string* out);
   void open_item(Item kind, ojson item, std::string* out);
-  void close_item(std::string* out);
+  // status: "completed", or "incomplete" for the item the output limit cut short.
+  void close_item(std::string* out, const char* status = "completed");
   void close_call(int64_t oi, std::string* out);
   void reasoning_delta(const std::string& text, std::string* out);
   void begin_call(const CompletionEvent& e, std::string* out);

@@ -595,7 +595,7 @@ void OutputParser::finish_value(std::vector<ParseEvent>* ev) {
   emit_args(out, ev);
 }
 
-void OutputParser::close_call(std::vector<ParseEvent>* ev) {
+void OutputParser::close_call(std::vector<ParseEvent>* ev, bool cut) {
   if (!call_open_) return;
   emit_args("}", ev);
   ToolCall& c = msg_.tool_calls.back();
@@ -604,6 +604,7 @@ void OutputParser::close_call(std::vector<ParseEvent>* ev) {
   ParseEvent e;
   e.kind = ParseEvent::Kind::kToolCallEnd;
   e.index = static_cast<int>(msg_.tool_calls.size()) - 1;
+  e.cut = cut;
   ev->push_back(std::move(e));
   call_open_ = false;
 }
@@ -612,7 +613,7 @@ void OutputParser::malformed(const std::string& why, std::vector<ParseEvent>* ev
   if (!msg_.malformed) msg_.problem = why;
   msg_.malformed = true;
   if (state_ == State::kValue) finish_value(ev);
-  close_call(ev);
+  close_call(ev, /*cut=*/true);
   state_ = State::kDropped;
 }
 

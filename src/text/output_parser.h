@@ -50,6 +50,7 @@ struct ParseEvent {
   std::string text;  // delta text (reasoning / content / arguments)
   std::string id;    // kToolCallBegin
   std::string name;  // kToolCallBegin
+  bool cut = false;  // kToolCallEnd: the output ended or broke inside the call
 };
 
 struct ParsedMessage {
@@ -97,7 +98,7 @@ class OutputParser {
   void emit_text(std::string_view s, std::vector<ParseEvent>* ev);
   void emit_args(std::string_view s, std::vector<ParseEvent>* ev);
   void finish_value(std::vector<ParseEvent>* ev);
-  void close_call(std::vector<ParseEvent>* ev);
+  void close_call(std::vector<ParseEvent>* ev, bool cut = false);
   void malformed(const std::string& why, std::vector<ParseEvent>* ev);
   const std::set<std::string>* param_types(const std::string& key) const;
 

@@ -1,4 +1,4 @@
-// cedar make-model --preset tiny|small|bench --seed N --out DIR [--tokenizer tokenizer.json]
+// cedar make-model --preset tiny|small|bench|anchor --seed N --out DIR [--tokenizer tokenizer.json]
 //                  [--shards K] [--force]
 #include <cstdio>
 #include <stdexcept>
@@ -11,7 +11,7 @@ namespace cedar::app {
 
 int cmd_make_model(int argc, char** argv) {
   Args args("make-model",
-            {{"preset", "p", true, "tiny | small | bench (docs/NUMERICS.md, Presets)"},
+            {{"preset", "p", true, "tiny | small | bench | anchor (docs/NUMERICS.md, Presets)"},
              {"seed", "s", true, "random seed (default 0)"},
              {"out", "o", true, "output directory (created; must be empty unless --force)"},
              {"tokenizer", "t", true,

@@ -182,6 +182,46 @@ ModelConfig bench() {
   return c;
 }
 
+// The V4.1 roles in 12 layers at the shapes of the DeepSeek-V4-Flash-shaped GGUF that llama.cpp
+// and ik_llama.cpp run in tools/anchor (hidden 2048, 32 x 512 heads, q-LoRA 512, 8 output groups
+// of rank 512, 64 experts top-6 of width 1024 + 1 shared, indexer 32 x 128 top-512): about the
+// same weight bytes per decoded token (~1.0 GB), so the engines are compared at equal work. The
+// schedule keeps the release's proportions: 2 SWA layers (Engram on the second, as the release's
+// layer 1), 5 r=2 layers of which 2 compute their own KV (the release: 3 of 18; Engram on the
+// second, as the release's layer 14), 5 r=1 layers with one KV source that is also the candidate
+// source and two index sources (the release: 5 of 20). DSpark stages as the release's at a
+// smaller expert count.
+ModelConfig anchor() {
+  ModelConfig c = release_common();
+  c.hidden_size = 2048;
+  c.num_hidden_layers = 12;
+  c.compress_ratios = {0, 0, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1};
+  c.kv_source_layer_ids = {2, 5, 7};
+  c.index_source_layer_ids = {2, 5, 7, 10};
+  c.candidate_source_layer_id = 7;
+  c.candidate_topk_blocks = 2048;  // the release's pool: 16K candidate tokens
+  c.candidate_block_size = 8;
+  c.num_attention_heads = 32;
+  c.head_dim = 512;
+  c.q_lora_rank = 512;
+  c.o_lora_rank = 512;
+  c.o_groups = 8;
+  c.index_n_heads = 32;
+  c.index_head_dim = 128;
+  c.index_topk = 512;
+  c.n_routed_experts = 64;
+  c.num_experts_per_tok = 6;
+  c.moe_intermediate_size = 1024;
+  c.engram_layer_ids = {1, 5};
+  c.engram_n_heads = 4;
+  c.engram_head_dim = 128;
+  c.engram_vocab_size = 1000;  // small tables: Engram's bytes per token are its projections
+  add_dspark_stages(c, 256, 16, 3);
+  add_vision_tower(c, 2, 64, 4, 128);
+  set_engram_rows_from_primes(c);
+  return c;
+}
+
 // spec §2.1 / released-config.json, value for value.
 ModelConfig released() {
   ModelConfig c = release_common();
@@ -226,7 +266,7 @@ ModelConfig released() {
 }  // namespace
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"tiny", "small", "bench", "released"};
+  static const std::vector<std::string> names = {"tiny", "small", "bench", "anchor", "released"};
   return names;
 }
 
@@ -234,8 +274,10 @@ ModelConfig preset_config(const std::string& name) {
   if (name == "tiny") return tiny();
   if (name == "small") return small();
   if (name == "bench") return bench();
+  if (name == "anchor") return anchor();
   if (name == "released") return released();
-  throw std::runtime_error("unknown preset '" + name + "' (known: tiny, small, bench, released)");
+  throw std::runtime_error("unknown preset '" + name +
+                           "' (known: tiny, small, bench, anchor, released)");
 }
 
 }  // namespace cedar

@@ -121,8 +121,22 @@ export function sandbox(name) {
   return { root, home, work };
 }
 
-// Runs a client to its end (or kills it after timeoutMs). Resolves to {code, signal, stdout,
-// stderr, seconds}.
+// Kills what a client left running in its sandbox (cline starts a hub daemon that outlives it,
+// in its own session, so neither the child nor its process group reaches it): any process whose
+// working directory lies under dir or whose command line names dir.
+function reapStragglers(dir) {
+  for (const pid of fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e))) {
+    if (Number(pid) === process.pid) continue;
+    try {
+      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (cwd === dir || cwd.startsWith(dir + '/') || cmdline.includes(dir)) process.kill(Number(pid), 'SIGKILL');
+    } catch { /* gone meanwhile, or not ours to read */ }
+  }
+}
+
+// Runs a client to its end (or kills it after timeoutMs), then whatever it left running in its
+// working directory. Resolves to {code, signal, stdout, stderr, seconds}.
 export function runClient(cmd, args, { env, cwd, timeoutMs = 240000, input = '' }) {
   const t0 = Date.now();
   return new Promise((resolve) => {
@@ -135,6 +149,7 @@ export function runClient(cmd, args, { env, cwd, timeoutMs = 240000, input = '' 
     const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
     proc.on('exit', (code, signal) => {
       clearTimeout(timer);
+      if (cwd) reapStragglers(cwd);
       resolve({ code, signal, stdout, stderr, seconds: (Date.now() - t0) / 1000 });
     });
   });

@@ -82,5 +82,67 @@ TEST(BenchPreset, BytesPerTokenAndCheckpointSize) {
   EXPECT_EQ(d.weight_params, count_params(c, expected_tensors(c)).active_generated);
 }
 
+// The `anchor` preset: the shapes of the V4-Flash-shaped GGUF the llama.cpp engines run in
+// tools/anchor (1,025,882,108 weight bytes per decoded token there), the V4.1 roles in 12 layers.
+TEST(AnchorPreset, TheGgufShapesAndTheReleaseRoles) {
+  const ModelConfig c = validated("anchor");
+  EXPECT_EQ(c.num_hidden_layers, 12);
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.num_attention_heads, 32);
+  EXPECT_EQ(c.head_dim, 512);
+  EXPECT_EQ(c.qk_rope_head_dim, 64);
+  EXPECT_EQ(c.q_lora_rank, 512);
+  EXPECT_EQ(c.o_groups, 8);
+  EXPECT_EQ(c.o_lora_rank, 512);
+  EXPECT_EQ(c.n_routed_experts, 64);
+  EXPECT_EQ(c.num_experts_per_tok, 6);
+  EXPECT_EQ(c.moe_intermediate_size, 1024);
+  EXPECT_EQ(c.n_shared_experts, 1);
+  EXPECT_EQ(c.index_n_heads, 32);
+  EXPECT_EQ(c.index_head_dim, 128);
+  EXPECT_EQ(c.index_topk, 512);
+  EXPECT_EQ(c.sliding_window, 128);
+  EXPECT_EQ(c.hc_mult, 4);
+  EXPECT_EQ(c.vocab_size, 129280);
+  EXPECT_TRUE(bench::has_ced_split(c));
+  // every role of the release's schedule occurs: SWA, r=2 and r=1 full, reuse, reindex, Engram
+  int swa = 0, own_kv = 0, reuse = 0, candidates = 0, engram = 0, decoder = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {  // the backbone (DSpark stages follow it)
+    const LayerPlan& p = c.layers[size_t(l)];
+    swa += p.ratio == 0;
+    own_kv += p.ratio > 0 && p.is_kv_source;
+    reuse += p.ratio > 0 && !p.is_kv_source;
+    candidates += p.uses_candidates;
+    engram += p.has_engram;
+    decoder += p.is_decoder;
+  }
+  EXPECT_EQ(decoder, 5);  // the CED decoder: the r=1 layers from the candidate source on
+  EXPECT_EQ(swa, 2);
+  EXPECT_EQ(own_kv, 3);
+  EXPECT_EQ(reuse, 7);
+  EXPECT_GT(candidates, 0);
+  EXPECT_EQ(engram, 2);
+  for (const ExpectedTensor& t : expected_tensors(c)) {
+    if (t.shape.size() != 2 || t.dtype == DType::F8_E8M0) continue;
+    if (t.name.rfind("vision.", 0) == 0) continue;
+    const int64_t k = t.dtype == DType::I8 ? 2 * t.shape[1] : t.shape[1];
+    EXPECT_EQ(k % 32, 0) << t.name;
+  }
+}
+
+TEST(AnchorPreset, BytesPerTokenMatchTheGguf) {
+  const ModelConfig c = validated("anchor");
+  const double per_token = double(bench::decode_traffic(c, 0).weights());
+  const double ckpt = double(checkpoint_bytes(c));
+  std::printf("anchor preset: %.3f GB of weights per decoded token, checkpoint %.2f GB\n",
+              per_token / 1e9, ckpt / 1e9);
+  // The release's head is bf16 where the GGUF's is Q8_0 (34 bytes per 32 values): apart from
+  // that one format choice, a decoded token reads what the GGUF's does.
+  const double head = double(c.vocab_size) * c.hidden_size;
+  const double as_gguf = per_token - 2.0 * head + head * 34.0 / 32.0;
+  EXPECT_NEAR(as_gguf / 1.025882108e9, 1.0, 0.05);
+  EXPECT_LE(ckpt, 8e9);  // fits the page cache of a 24 GB machine beside the GGUF
+}
+
 }  // namespace
 }  // namespace cedar

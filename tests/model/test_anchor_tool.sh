@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tools/anchor/anchor.py in seconds (never a timing assertion): cedar alone on a tiny checkpoint,
+# one round, every kind of test; the table has a row per test with a positive figure and the
+# JSON the medians of what it printed. An unknown test and a llama.cpp engine without its GGUF
+# are refused.
+source "$(dirname "$0")/lib.sh"
+M="$WORK/tiny"
+"$CEDAR_BIN" make-model --preset tiny --seed 5 --out "$M" >/dev/null
+TOOL="$CEDAR_SOURCE_DIR/tools/anchor/anchor.py"
+"$PY" "$TOOL" --cedar "$CEDAR_BIN" --model "$M" --tests decode,pp32,b16,decode@64 --rounds 1 \
+  --gen 4 --quiet-wait 0 --tries 1 --json "$WORK/a.json" >"$WORK/table.txt" 2>"$WORK/log.txt"
+cat "$WORK/table.txt"
+check "one row per test, medians in the JSON" "$PY" - "$WORK/table.txt" "$WORK/a.json" <<'PYEOF'
+import json, sys
+table = open(sys.argv[1]).read().splitlines()
+med = json.load(open(sys.argv[2]))["medians"]
+rows = {l[:26].strip(): l[26:].split() for l in table[1:-1]}
+want = ["decode", "pp32", "pp32 ced", "b16", "decode@64", "read GB/s (cedar probe)"]
+assert list(rows) == want, list(rows)
+for t in want:
+    v = float(rows[t][0])
+    assert v > 0 and abs(v - med[t]["cedar"]) <= 0.01, (t, v, med[t])
+assert table[-1].startswith("1 rounds interleaved"), table[-1]
+PYEOF
+check "an unknown test" refuses "unknown test 'tg64'" \
+  "$PY" "$TOOL" --cedar "$CEDAR_BIN" --model "$M" --tests tg64
+check "--ik without --gguf" refuses "need --gguf" \
+  "$PY" "$TOOL" --cedar "$CEDAR_BIN" --model "$M" --ik /bin/true
+finish

@@ -104,6 +104,9 @@ struct Machine {
   std::vector<bench::Probe> fmas;  // one FMA probe per vector width, narrowest first
   bench::Probe fma;                // the best of fmas: "FMA peak" in the ratios
   bench::Probe kern;               // the kernel table's own fp8_gemm
+  std::vector<bench::Probe> dots;  // bf16 and int8 dot-product peaks, where the CPU has them
+  // the best dot-product peak (0: none): what a table multiplying in bf16 or int8 can reach
+  double best_dot() const { return dots.empty() ? 0.0 : bench::best_probe(dots).median; }
 };
 
 Machine measure_machine(ThreadPool& pool, const KernelTable& kernels, size_t bw_bytes, int passes) {
@@ -112,15 +115,19 @@ Machine measure_machine(ThreadPool& pool, const KernelTable& kernels, size_t bw_
   m.fmas = bench::measure_fma_peaks(pool, passes);
   m.fma = bench::best_probe(m.fmas);
   m.kern = bench::measure_kernel_gemm_peak(pool, kernels, passes);
+  m.dots = bench::measure_dot_peaks(pool, passes);
   return m;
 }
 
 json machine_json(const Machine& m) {
   json fmas = json::array();
   for (const bench::Probe& p : m.fmas) fmas.push_back(probe_json(p, "GFLOP/s", 1e9));
+  json dots = json::array();
+  for (const bench::Probe& p : m.dots) dots.push_back(probe_json(p, "GFLOP/s", 1e9));
   return {{"read_bandwidth", probe_json(m.bw, "GB/s", 1e9)},
           {"fma_peak", probe_json(m.fma, "GFLOP/s", 1e9)},
           {"fma_probes", fmas},
+          {"dot_probes", dots},
           {"kernel_gemm_peak", probe_json(m.kern, "GFLOP/s", 1e9)}};
 }
 
@@ -232,9 +239,13 @@ void print_machine(const Machine& m, long long passes, int threads) {
               "method");
   print_probe("read bandwidth", m.bw, "GB/s", 1e9);
   for (const bench::Probe& p : m.fmas) print_probe("FMA", p, "GFLOP/s", 1e9);
+  for (const bench::Probe& p : m.dots) print_probe("dot product", p, "GFLOP/s", 1e9);
   print_probe("kernel GEMM", m.kern, "GFLOP/s", 1e9);
   std::printf("  FMA peak = %s, %.2f GFLOP/s (the best width above: %%FMA below is over it)\n",
               m.fma.width.c_str(), m.fma.median / 1e9);
+  if (!m.dots.empty())
+    std::printf("  dot-product peak = %s, %.2f GFLOP/s (%%dot below is over it)\n",
+                bench::best_probe(m.dots).width.c_str(), m.best_dot() / 1e9);
 }
 
 }  // namespace
@@ -638,6 +649,9 @@ int cmd_bench(int argc, char** argv) {
     const double runs_per_pass = double(expert_runs) / double(std::max<long long>(1, gen));
     const double bytes = double(tr.weights_of_pass(runs_per_pass)) + double(B) * double(tr.kv());
     const double gbs = bytes / med;
+    // every row of the pass costs a decode step's FLOPs at the middle context
+    const double fl_s = bench::decode_flops(cfg, ctx_mid).total() * rate;
+    const double dot_peak = machine.best_dot();
     batch_runs.push_back(
         {{"batch", B},
          {"context_mid", ctx_mid},
@@ -651,12 +665,18 @@ int cmd_bench(int argc, char** argv) {
          {"ratio_bandwidth", gbs / bw.median},
          {"bandwidth_between_steps_gb_s", bw_during / 1e9},
          {"ratio_bandwidth_between_steps", bw_during > 0 ? json(gbs / bw_during) : json(nullptr)},
+         {"achieved_gflops", fl_s / 1e9},
+         {"ratio_fma_peak", fl_s / fma.median},
+         {"ratio_dot_peak", dot_peak > 0 ? json(fl_s / dot_peak) : json(nullptr)},
          {"rank_traffic", hops}});
+    char dot_pct[16] = "     -";
+    if (dot_peak > 0) std::snprintf(dot_pct, sizeof dot_pct, "%5.1f%%", 100.0 * fl_s / dot_peak);
     std::snprintf(line, sizeof line,
-                  "  %-6lld %9.4f %10.2f   x%-6.2f %9.2f MB/token -> %7.2f GB/s = %5.1f%% of read "
-                  "bandwidth%s\n",
-                  (long long)B, med, rate, rate / base_rate, bytes / double(B) / 1e6, gbs / 1e9,
-                  100.0 * gbs / bw.median, between_note(gbs, bw_during).c_str());
+                  "  %-6lld %9.4f %10.2f   x%-6.2f %8.1f %5.1f%% %s   %9.2f MB/token -> %7.2f "
+                  "GB/s = %5.1f%% of read bandwidth%s\n",
+                  (long long)B, med, rate, rate / base_rate, fl_s / 1e9, 100.0 * fl_s / fma.median,
+                  dot_pct, bytes / double(B) / 1e6, gbs / 1e9, 100.0 * gbs / bw.median,
+                  between_note(gbs, bw_during).c_str());
     btable += line;
     for (const json& h : ranks ? hops : json::array()) {
       std::snprintf(
@@ -724,9 +744,11 @@ int cmd_bench(int argc, char** argv) {
     std::printf(
         "\nbatched decode: B copies of the %lld-token prompt's state, one batched pass per step "
         "(median of %lld passes); bytes = every weight once per pass (each routed expert that "
-        "received rows once) + B x KV\n",
+        "received rows once) + B x KV; GFLOP/s = B x a decode step's FLOPs per pass, over the FMA "
+        "and dot-product peaks\n",
         (long long)batch_state.n_tokens, gen);
-    std::printf("  %-6s %9s %10s   %-7s %s\n", "batch", "pass_s", "tok/s", "gain", "traffic");
+    std::printf("  %-6s %9s %10s   %-7s %8s %6s %6s   %s\n", "batch", "pass_s", "tok/s", "gain",
+                "GFLOP/s", "%FMA", "%dot", "traffic");
     std::printf("%s", btable.c_str());
   }
   if (want_vision) {

@@ -246,6 +246,48 @@ __attribute__((target("avx512f"))) double fma_avx512(int64_t iters, float seed) 
 }
 #endif
 
+#ifdef CEDAR_BENCH_X86
+// The dot-product instructions the fast tables multiply with, in the FMA probe's 12 independent
+// register chains: VDPBF16PS adds 32 bf16 products into 16 fp32 lanes, VPDPBUSD 64 u8 x s8
+// products into 16 int32 lanes (the int32 sums wrap harmlessly: only the rate is kept).
+__attribute__((target("avx512f,avx512bf16"))) double dot_bf16(int64_t iters, float seed) {
+  const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3F803F80);  // bf16 1.0 pairs
+  const __m512bh b = (__m512bh)_mm512_set1_epi32(0x33803380);  // bf16 2^-24 pairs
+  __m512 acc[kChains];
+#pragma GCC unroll 12
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(seed + 0.1f * float(k));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+  }
+#pragma GCC unroll 12
+  for (int k = 1; k < kChains; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc[0]);
+  double r = 0;
+  for (float v : lanes) r += double(v);
+  return r;
+}
+
+__attribute__((target("avx512f,avx512vnni"))) double dot_int8(int64_t iters, float seed) {
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  __m512i acc[kChains];
+#pragma GCC unroll 12
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(int(seed) + k);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  }
+#pragma GCC unroll 12
+  for (int k = 1; k < kChains; ++k) acc[0] = _mm512_add_epi32(acc[0], acc[k]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, acc[0]);
+  double r = 0;
+  for (int32_t v : lanes) r += double(v);
+  return r;
+}
+#endif
+
 double run_chains(Simd w, int64_t iters, float seed) {
   switch (w) {
 #ifdef CEDAR_BENCH_X86
@@ -425,6 +467,46 @@ Probe measure_fma_peak(ThreadPool& pool, int passes, Simd width, int64_t iters) 
 std::vector<Probe> measure_fma_peaks(ThreadPool& pool, int passes, int64_t iters) {
   std::vector<Probe> out;
   for (Simd w : simd_widths()) out.push_back(measure_fma_peak(pool, passes, w, iters));
+  return out;
+}
+
+std::vector<Probe> measure_dot_peaks(ThreadPool& pool, int passes, int64_t iters) {
+  if (passes < 1) throw std::runtime_error("dot-product probe: passes must be >= 1");
+  if (iters < 1) throw std::runtime_error("dot-product probe: iterations must be >= 1");
+  std::vector<Probe> out;
+#ifdef CEDAR_BENCH_X86
+  const CpuFeatures& f = cpu_features();
+  struct Kind {
+    bool runs;
+    const char* name;
+    double (*chains)(int64_t, float);
+    int macs;  // multiply-adds per instruction
+    const char* what;
+  };
+  const Kind kinds[] = {
+      {f.has_avx512() && f.avx512bf16, "VDPBF16PS", dot_bf16, 32,
+       "bf16 pairs into fp32 lanes (the avx512bf16 table's products)"},
+      {f.has_avx512() && f.avx512vnni, "VPDPBUSD", dot_int8, 64,
+       "u8 x s8 quads into int32 lanes (int8 weights and activations)"},
+  };
+  for (const Kind& k : kinds) {
+    if (!k.runs) continue;
+    std::vector<double> sink(size_t(pool.size()));
+    auto rates = timed_passes(pool, passes, double(iters) * kChains * k.macs * 2,
+                              [&](int t) { sink[size_t(t)] += k.chains(iters, 1.0f + float(t)); });
+    g_sink_f64 = sink[0];
+    char m[200];
+    std::snprintf(m, sizeof m,
+                  "AVX-512 %s, %d multiply-adds of %s: %d independent chains per thread in "
+                  "registers, 2 FLOPs per multiply-add",
+                  k.name, k.macs, k.what, kChains);
+    Probe p = summarize(std::move(rates), pool.size(), Simd::kAvx512, m);
+    p.width = k.name;
+    out.push_back(std::move(p));
+  }
+#else
+  (void)pool;
+#endif
   return out;
 }
 

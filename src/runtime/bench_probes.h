@@ -8,6 +8,8 @@
 //  * FMA peak: one probe per vector width the CPU runs (SSE2 multiply + add, AVX2 8-wide FMA,
 //    AVX-512 16-wide FMA), each with 12 independent register-resident chains per thread (covers
 //    a 4-6 cycle latency on two pipes), counted 2 FLOPs per lane; the best width is the peak;
+//  * dot-product peaks: the bf16 and int8 dot-product instructions the CPU has, the same way
+//    (a fast table that multiplies with them can pass the fp32 FMA peak);
 //  * kernel GEMM peak: the selected kernel table's own fp8_gemm (the format of the attention
 //    projections and the shared expert) on a weight that stays in L2: the ceiling the engine's
 //    GEMMs reach when they are not waiting on memory (reference kernels: exact products summed
@@ -82,6 +84,10 @@ constexpr int64_t kFmaProbeIters = 8000000;
 Probe measure_fma_peak(ThreadPool& pool, int passes, Simd width, int64_t iters = kFmaProbeIters);
 // Every width of simd_widths(), narrowest first.
 std::vector<Probe> measure_fma_peaks(ThreadPool& pool, int passes, int64_t iters = kFmaProbeIters);
+// Dot-product peaks: one probe per dot-product instruction the CPU runs (VDPBF16PS with
+// AVX512_BF16, VPDPBUSD with AVX512_VNNI; their `width` names the instruction), in the FMA
+// probe's chains, 2 FLOPs per multiply-add (integer ones for VPDPBUSD). Empty when it has neither.
+std::vector<Probe> measure_dot_peaks(ThreadPool& pool, int passes, int64_t iters = kFmaProbeIters);
 // The probe with the highest median (probes non-empty): the "FMA peak" of the ratios.
 const Probe& best_probe(const std::vector<Probe>& probes);
 

@@ -116,8 +116,12 @@ def cedar_results(out, tests):
         elif t == "b16":
             by = {x["batch"]: x for x in b["batched_decode"]}
             res[t] = by[16]["tokens_per_s"]
+            res["b16 GFLOP/s"] = by[16]["achieved_gflops"]
     m = b["machine"]
     res["read GB/s (cedar probe)"] = m["read_bandwidth"]["median"]
+    res["FMA peak GFLOP/s"] = m["fma_peak"]["median"]
+    for p in m["dot_probes"]:
+        res[p["width"] + " GFLOP/s"] = p["median"]
     return res
 
 
@@ -178,7 +182,12 @@ def main():
         engines.append(("llama.cpp", a.llama, ["-fa", "1"]))
 
     meter = Meter()
-    log = []  # every run: engine, test, value, wall, contamination, round
+    log = []  # every run: engine, test, value, contamination, round
+
+    def save(runs, medians=None):  # after every run, so an interrupted session keeps its data
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"runs": runs, "medians": medians}, f, indent=1)
 
     def measured(cmd, label):
         for attempt in range(a.tries):
@@ -200,11 +209,13 @@ def main():
                 for k, v in cedar_results(out, tests).items():
                     log.append({"engine": name, "test": k, "value": v, "round": rnd,
                                 "contamination": contam})
+                save(log)
             else:
                 for t, cmd in llama_bench_runs(a, binary, extra, tests):
                     out, wall, contam = measured(cmd, t)
                     log.append({"engine": name, "test": t, "value": llama_bench_value(out),
                                 "round": rnd, "contamination": contam})
+                    save(log)
 
     names = [e[0] for e in engines]
     rows = []
@@ -217,7 +228,7 @@ def main():
         base = test[:-4] if test.endswith(" ced") else test
         return dict(rows).get(base, {}).get(engine)
 
-    head = f"{'test (tok/s)':<26}" + "".join(f"{n:>14}" for n in names)
+    head = f"{'test (tok/s unless named)':<26}" + "".join(f"{n:>14}" for n in names)
     head += "".join(f"{'cedar/' + n.split('.')[0]:>16}" for n in names[1:])
     print(head)
     for t, vals in rows:
@@ -231,9 +242,7 @@ def main():
     print(f"{a.rounds} rounds interleaved, {a.threads} threads, medians; "
           f"contamination median {100 * statistics.median(contams):.1f}%, "
           f"max {100 * max(contams):.1f}%")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"runs": log, "medians": {t: v for t, v in rows}}, f, indent=1)
+    save(log, {t: v for t, v in rows})
 
 
 if __name__ == "__main__":

@@ -77,6 +77,21 @@ TEST(BenchProbes, FmaEveryWidthAndBest) {
   expect_sane(measure_fma_peak(pool, 1, Simd::kPortable, kIters), 1, 2, "portable");
 }
 
+// One probe per dot-product instruction the CPU has, named by it, in that order; none otherwise.
+TEST(BenchProbes, DotProductsTheCpuHas) {
+  ThreadPool pool(2);
+  constexpr int64_t kIters = 20000;
+  EXPECT_THROW(measure_dot_peaks(pool, 0, kIters), std::runtime_error);
+  EXPECT_THROW(measure_dot_peaks(pool, 1, 0), std::runtime_error);
+  const CpuFeatures& f = cpu_features();
+  std::vector<std::string> want;
+  if (f.has_avx512() && f.avx512bf16) want.push_back("VDPBF16PS");
+  if (f.has_avx512() && f.avx512vnni) want.push_back("VPDPBUSD");
+  const std::vector<Probe> dots = measure_dot_peaks(pool, 2, kIters);
+  ASSERT_EQ(dots.size(), want.size());
+  for (size_t i = 0; i < dots.size(); ++i) expect_sane(dots[i], 2, 2, want[i]);
+}
+
 TEST(BenchProbes, RefusesWidthsTheCpuLacks) {
   ThreadPool pool(1);
   const std::vector<Simd> w = simd_widths();

@@ -1,8 +1,10 @@
 // The "avx512bf16" kernel table: AVX-512 with BF16 and VBMI (AMD Zen 4 and later, Intel Sapphire
 // Rapids and later). Its GEMMs are bf16 dot products (fast/gemm_dp.h): every weight format decodes
 // to bf16 words by byte-table lookups (VPERMI2B/VPERMB) and VDPBF16PS multiplies 32 pairs per
-// instruction. The other kernels are the avx512 table's. This translation unit is the only one
+// instruction, and sparse attention's two products too (fast/attn_dp.h). The other kernels are the
+// avx512 table's. This translation unit is the only one
 // compiled with these flags (cmake/CedarIsa.cmake).
+#include "kernels/fast/attn_dp.h"
 #include "kernels/fast/gemm_blocks_dp.h"
 #include "kernels/fast/gemm_dp.h"
 #include "kernels/fast/gemm_lanes.h"
@@ -27,6 +29,8 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family_dp();
     fast::fill_block_families_dp(k);
     fast::fill_ops(k);
+    k.sparse_attn = fast::sparse_attn_dp;
+    k.sparse_attn_scratch = fast::sparse_attn_dp_scratch;
     k.bf16_lanes = fast::bf16_lanes<fast::LanesDp>;
     return k;
   }();

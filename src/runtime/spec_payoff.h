@@ -3,7 +3,8 @@
 // draft plus a target forward of several rows; where the target step is cheap next to that (a
 // small model whose LM head dominates, or a drafter that rarely agrees) plain steps are faster,
 // and the decode loop should use them. Timing only decides *when* to speculate: the tokens are
-// plain decoding's either way (runtime/speculative.h).
+// plain decoding's either way (runtime/speculative.h). How much probing a drafter that does not
+// pay may cost is runtime/spec_budget.h's.
 #pragma once
 
 #include <cstdint>
@@ -13,35 +14,32 @@ namespace cedar::runtime {
 class SpecPayoff {
  public:
   void pass(double seconds, int emitted);
-  void plain_step(double seconds);
-  bool has_plain() const { return n_plain_ > 0; }
-  // The most tokens a pass can emit (its drafts and one more; 0: unknown). A pass slower than
-  // that many plain steps cannot pay at any acceptance, and one pass and one plain step show it.
-  void set_most(int tokens) { most_ = tokens; }
-  bool hopeless() const {
-    return most_ > 0 && n_pass_ > 0 && n_plain_ > 0 && pass_s_ > double(most_) * plain_s_;
-  }
-  // Both kinds measured enough to compare (kMinPasses passes and one plain step), or hopeless().
-  bool judged() const { return hopeless() || (n_pass_ >= kMinPasses && n_plain_ > 0); }
-  // Passes emit at least as many tokens per second as plain steps (true until judged()).
+  // seeded: the step also wrote the drafter's rings (VerifyPass::seeding). Seeded and unseeded
+  // steps are timed apart: plain decoding, what a pass competes with, does not seed, and the
+  // difference is what seeding ahead of a probe costs (seed_extra).
+  void plain_step(double seconds, bool seeded);
+  bool has_plain() const { return n_plain_ + n_seeded_ > 0; }
+  // A pass and a plain step timed: pays() and pass_loss() say something.
+  bool measured() const { return n_pass_ > 0 && has_plain(); }
+  // Passes emit at least as many tokens per second as plain steps (true until measured()).
   bool pays() const;
+  // A plain step's seconds: the unseeded steps' mean, the seeded ones' until one is timed.
+  double plain_s() const { return n_plain_ > 0 ? plain_s_ : seeded_s_; }
+  // Plain steps of time a pass loses against plain decoding of the tokens it emits (its time in
+  // plain steps less its tokens; negative where passes pay); 0 until measured().
+  double pass_loss() const;
+  // The part of a plain step that seeding adds (0 until both kinds are timed; never negative).
+  double seed_extra() const;
   double pass_tokens_per_s() const { return pass_s_ > 0 ? pass_tokens_ / pass_s_ : 0.0; }
-  // Plain steps to pause after a pass that does not pay: ten times what a pass loses against
-  // plain steps, counted in plain steps, so a probing pass costs at most a tenth of the time
-  // paused before it; within [lo, hi]. lo until judged() and while passes pay; hi when
-  // hopeless() (a probe then only watches for the machine or the model changing).
-  int pause_steps(int lo, int hi) const;
-  double plain_tokens_per_s() const { return plain_s_ > 0 ? 1.0 / plain_s_ : 0.0; }
+  double plain_tokens_per_s() const { return plain_s() > 0 ? 1.0 / plain_s() : 0.0; }
 
  private:
-  static constexpr int kMinPasses = 4;
   static constexpr double kAlpha = 0.25;  // weight of the newest sample in the running means
   static void mix(double& mean, double v, int64_t n) {
     mean = n == 0 ? v : mean + kAlpha * (v - mean);
   }
-  double pass_s_ = 0.0, pass_tokens_ = 0.0, plain_s_ = 0.0;
-  int64_t n_pass_ = 0, n_plain_ = 0;
-  int most_ = 0;
+  double pass_s_ = 0.0, pass_tokens_ = 0.0, plain_s_ = 0.0, seeded_s_ = 0.0;
+  int64_t n_pass_ = 0, n_plain_ = 0, n_seeded_ = 0;
 };
 
 }  // namespace cedar::runtime

@@ -14,6 +14,7 @@ void SpecStats::add(const SpecStats& o) {
   drafted += o.drafted;
   accepted += o.accepted;
   paused_steps += o.paused_steps;
+  gate_lost_steps += o.gate_lost_steps;
   offered_at.resize(std::max(offered_at.size(), o.offered_at.size()));
   accepted_at.resize(offered_at.size());
   for (size_t k = 0; k < o.offered_at.size(); ++k) {
@@ -35,17 +36,15 @@ VerifyPass::VerifyPass(Engine& engine, const SpeculativeOptions& opt) : engine_(
     throw std::runtime_error("speculative decoding: " + std::to_string(spec_tokens_) +
                              " drafts per pass do not fit the window");
   // The drafter's costs are the model's and the machine's: a generation starts from what the
-  // last one measured, paused at once when that said passes do not pay (a short generation no
-  // longer spends its first passes and a timed plain step learning it again). A test hook's
+  // last one measured, waiting for its budget at once when that said passes do not pay (its
+  // first probe comes when its own tokens pay for it, not in its first step). A test hook's
   // proposer starts afresh.
   if (own_proposer_) payoff_ = engine.spec_payoff();
-  payoff_.set_most(spec_tokens_ + 1);
-  if (own_proposer_ && opt_.payoff_gate && payoff_.judged() && !payoff_.pays())
-    pause_left_ = payoff_.pause_steps(kMinPause, kMaxPause);
+  if (own_proposer_ && opt_.payoff_gate && payoff_.measured() && !payoff_.pays()) waiting_ = true;
 }
 
 VerifyPass::~VerifyPass() {
-  if (opt_.enabled && own_proposer_ && payoff_.judged()) engine_.set_spec_payoff(payoff_);
+  if (opt_.enabled && own_proposer_ && payoff_.measured()) engine_.set_spec_payoff(payoff_);
 }
 
 double VerifyPass::now() const {
@@ -57,7 +56,11 @@ bool VerifyPass::run(SequenceState& st, int32_t id, int max_drafts, ForwardOptio
   if (!opt_.enabled || max_drafts < 1 || active_) return false;
   if (judge_next_ && pause_left_ == 0) {  // the plain steps after the first pass are timed
     judge_next_ = false;
-    if (opt_.payoff_gate && !payoff_.pays()) pause();
+    gate();
+  }
+  if (waiting_ && wait()) {  // passes do not pay: unseeded plain steps until the budget allows
+    ++stats_.paused_steps;
+    return false;
   }
   if (pause_left_ > 0) {  // the drafter has not been helping: plain steps for a while
     --pause_left_;
@@ -129,33 +132,72 @@ int VerifyPass::finish(SequenceState& st) {
   for (int k = 0; k < drafts; ++k) ++stats_.offered_at[size_t(k)];
   for (int k = 0; k < used_; ++k) ++stats_.accepted_at[size_t(k)];
   payoff_.pass(pass_seconds_, used_ + 1);
+  budget_.pass(pass_seconds_, used_ + 1, payoff_);
   stats_.pass_tokens_per_s = payoff_.pass_tokens_per_s();
   stats_.plain_tokens_per_s = payoff_.plain_tokens_per_s();
-  // back-off: kIdlePasses passes in a row that kept nothing, or passes slower than plain steps
-  // (the payoff gate), pause speculation for pause_len_ steps, doubling up to kMaxPause while
-  // it stays so; a kept draft from passes that pay resets it
-  const bool idle = used_ == 0 && ++idle_passes_ >= kIdlePasses;
-  if (used_ > 0) idle_passes_ = 0;
-  if (idle) {
-    idle_passes_ = 0;
-    pause();
-  } else if (opt_.payoff_gate && !payoff_.pays()) {
-    pause();
-  } else if (opt_.payoff_gate && !payoff_.has_plain()) {
-    // time plain steps after the first pass, and judge before the next: a pass that cannot pay
-    // at any acceptance (SpecPayoff::hopeless, a small model's) then costs no second pass
+  stats_.gate_lost_steps = budget_.lost_steps();
+  if (!opt_.payoff_gate) {
+    back_off();
+  } else if (!payoff_.has_plain()) {
+    // time plain steps after the first pass, and judge it before the next: a pass that does
+    // not pay then costs no second pass before the budget allows one
     pause_left_ = kTimePlain;
     judge_next_ = true;
-  } else if (used_ > 0) {
-    pause_len_ = kMinPause;
+  } else {
+    gate();
   }
   return dropped;
 }
 
-void VerifyPass::pause() {
-  pause_left_ = opt_.payoff_gate ? std::max(pause_len_, payoff_.pause_steps(kMinPause, kMaxPause))
-                                 : pause_len_;
-  pause_len_ = std::min(kMaxPause, 2 * pause_len_);
+void VerifyPass::plain_step(double seconds) {
+  const bool seeded = seeding();
+  payoff_.plain_step(seconds, seeded);
+  budget_.plain_step(seeded, payoff_);
+  stats_.plain_tokens_per_s = payoff_.plain_tokens_per_s();
+  stats_.gate_lost_steps = budget_.lost_steps();
+}
+
+// Without the payoff gate a drafter whose passes keep nothing would cost a verify pass per token:
+// kIdlePasses such passes in a row pause it for pause_len_ steps, doubling while it stays so; a
+// kept draft resets it.
+void VerifyPass::back_off() {
+  if (used_ > 0) {
+    idle_passes_ = 0;
+    pause_len_ = kMinPause;
+  } else if (++idle_passes_ >= kIdlePasses) {
+    idle_passes_ = 0;
+    pause_left_ = pause_len_;
+    pause_len_ = std::min(kMaxPause, 2 * pause_len_);
+  }
+}
+
+// After a pass whose plain steps are timed: passes go on while the running means say they pay
+// and the budget holds (the means lag a drafter that stops paying by a few passes); otherwise
+// speculation waits for the budget (wait()). A probe that pays lowers the loss so far and the
+// next probe's expected loss, so the budget allows the next pass at once: a drafter that starts
+// to pay is back on from its first paying probe, before the means have caught up.
+void VerifyPass::gate() {
+  if (payoff_.pays() && budget_.within()) return;
+  waiting_ = true;
+  waited_ = 0;
+}
+
+// A step while the gate waits: true (an unseeded plain step) until the budget allows the next
+// probe after its seeding lead; then the lead's kSeedAhead steps (pause_left_), or the probe at
+// once where no step has waited yet (the rings are still current) and the budget allows it.
+bool VerifyPass::wait() {
+  if (waited_ == 0 && budget_.wait_steps(payoff_, 0) == 0) {
+    waiting_ = false;
+    return false;
+  }
+  if (budget_.wait_steps(payoff_, kSeedAhead) > 0) {
+    ++waited_;
+    return true;
+  }
+  waiting_ = false;
+  waited_ = 0;
+  pause_left_ = kSeedAhead;
+  return false;
 }
 
 }  // namespace cedar::runtime

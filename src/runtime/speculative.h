@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/spec_budget.h"
 #include "runtime/spec_payoff.h"
 
 namespace cedar::runtime {
@@ -27,7 +28,8 @@ struct SpeculativeOptions {
   // DSpark confidence head; 0: all of them). Not calibrated on a trained drafter yet.
   double min_confidence = 0.0;
   // Pause speculation while verify passes emit fewer tokens per second than plain steps
-  // (runtime/spec_payoff.h: measured wall times); false: speculate on every step it can.
+  // (runtime/spec_payoff.h: measured wall times), probing it again only as often as 3% of the
+  // plain time allows (runtime/spec_budget.h); false: speculate on every step it can.
   bool payoff_gate = true;
   // Test hook: up to `max` tokens after the state's last position given the anchor (the token
   // for the next position), instead of the engine's DSpark draft.
@@ -46,6 +48,8 @@ struct SpecStats {
   int64_t paused_steps = 0;  // plain steps while the back-off or the payoff gate paused it
   // the running means when the generation ended (0 when not measured)
   double pass_tokens_per_s = 0.0, plain_tokens_per_s = 0.0;
+  // plain steps of time the payoff gate's budget counts as lost (SpecBudget::lost_steps)
+  double gate_lost_steps = 0.0;
   std::vector<int64_t> offered_at, accepted_at;  // per draft position k = 0 ..: verified, kept
   // tokens per verify pass, the bonus token included
   double mean_accepted_length() const { return passes ? double(emitted) / double(passes) : 0.0; }
@@ -72,10 +76,11 @@ class VerifyPass {
   bool run(SequenceState& st, int32_t id, int max_drafts, ForwardOptions base);
   bool active() const { return active_; }
   // Whether this step's plain forward should write the drafter's rings (after run() declined):
-  // not while more than kSeedAhead paused steps lie ahead. Seeding costs about a third of the
-  // default model's step; the last kSeedAhead steps of a pause write the rings again, so drafts
-  // resume with that much context (the rings restart where seeding resumes, forward/dspark.h).
-  bool seeding() const { return opt_.enabled && pause_left_ <= kSeedAhead; }
+  // not while the payoff gate waits for its budget, nor while more than kSeedAhead steps of a
+  // back-off lie ahead. Seeding costs part of a step (the budget counts it: SpecPayoff::
+  // seed_extra); the kSeedAhead steps before a probe write the rings again, so drafts resume
+  // with that much context (the rings restart where seeding resumes, forward/dspark.h).
+  bool seeding() const { return opt_.enabled && !waiting_ && pause_left_ <= kSeedAhead; }
   const std::vector<int32_t>& rows() const { return rows_; }  // [id, drafts] of the pass
   // The logits of the current row (the row the next token is chosen from) and its position.
   const float* logits() const;
@@ -87,12 +92,9 @@ class VerifyPass {
   int finish(SequenceState& st);
   // Seconds on the payoff gate's clock (the steady clock, or the options' test hook).
   double now() const;
-  // The wall time of a plain decode step the caller ran (the payoff gate's other side), read
-  // with now().
-  void plain_step(double seconds) {
-    payoff_.plain_step(seconds);
-    stats_.plain_tokens_per_s = payoff_.plain_tokens_per_s();
-  }
+  // The wall time of a plain decode step the caller ran after run() declined (the payoff
+  // gate's other side), read with now(); seeding() still says whether it wrote the rings.
+  void plain_step(double seconds);
   const SpecStats& stats() const { return stats_; }
 
  private:
@@ -100,14 +102,21 @@ class VerifyPass {
   SpeculativeOptions opt_;
   int spec_tokens_ = 0;
   bool own_proposer_ = false;  // the DSpark drafter (not a test hook)
-  // back-off (finish()): a drafter whose passes keep nothing costs a verify pass per token; a
-  // pass that does not pay (payoff_) pauses too, and the first pass pauses briefly once to
-  // time plain steps (kTimePlain), judged before the next pass (judge_next_)
+  // back-off with the payoff gate off (back_off()): kIdlePasses passes in a row that keep
+  // nothing pause for kMinPause steps, doubling up to kMaxPause while it stays so
   static constexpr int kIdlePasses = 4, kMinPause = 8, kMaxPause = 256, kSeedAhead = 32;
+  // the payoff gate (gate(), wait()): the first pass pauses kTimePlain steps to time plain ones
+  // and is judged before the next (judge_next_); a pass that does not pay, where the means do
+  // not either, waits for the budget (waiting_, unseeded steps), then seeds kSeedAhead steps
+  // (pause_left_) and probes
   static constexpr int kTimePlain = 2;
   int idle_passes_ = 0, pause_left_ = 0, pause_len_ = kMinPause;
-  bool judge_next_ = false;
-  void pause();
+  bool judge_next_ = false, waiting_ = false;
+  int64_t waited_ = 0;  // unseeded steps of this wait: the rings need a lead after any
+  void back_off();
+  void gate();
+  bool wait();
+  SpecBudget budget_;
   SpecPayoff payoff_;
   double pass_seconds_ = 0.0;  // of the active pass: its draft and its forward
   bool active_ = false;

@@ -10,8 +10,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -226,76 +228,79 @@ TEST(Speculative, BackOffAndConfidenceBarKeepTheTokens) {
             double(a.speculative.drafted) / double(std::max<int64_t>(1, a.speculative.passes)));
 }
 
-// The payoff gate: passes emitting fewer tokens per second than plain steps pause speculation.
+// The payoff gate's means: passes emitting fewer tokens per second than plain steps do not pay;
+// seeded plain steps are timed apart from plain ones (plain decoding does not seed).
 TEST(SpecPayoff, JudgesTokensPerSecondOfPassesAgainstPlainSteps) {
   SpecPayoff g;
-  EXPECT_TRUE(g.pays());                         // nothing measured: speculate
-  for (int i = 0; i < 4; ++i) g.pass(0.010, 3);  // 300 tokens/s
-  EXPECT_FALSE(g.judged());                      // no plain step timed yet
+  EXPECT_TRUE(g.pays());       // nothing measured: speculate
+  g.pass(0.010, 3);            // 300 tokens/s
+  EXPECT_FALSE(g.measured());  // no plain step timed yet
   EXPECT_TRUE(g.pays());
-  g.plain_step(0.004);  // 250 tokens/s
-  EXPECT_TRUE(g.judged());
+  g.plain_step(0.004, true);  // 250 tokens/s, seeded: the plain time until a plain step is timed
+  EXPECT_TRUE(g.measured());
   EXPECT_TRUE(g.pays());
+  EXPECT_DOUBLE_EQ(g.seed_extra(), 0.0);
+  g.plain_step(0.002, false);  // 500 tokens/s without seeding
+  EXPECT_FALSE(g.pays());
+  EXPECT_DOUBLE_EQ(g.plain_tokens_per_s(), 500.0);
   EXPECT_DOUBLE_EQ(g.pass_tokens_per_s(), 300.0);
-  EXPECT_DOUBLE_EQ(g.plain_tokens_per_s(), 250.0);
-  for (int i = 0; i < 8; ++i) g.pass(0.010, 1);  // the drafter stops agreeing: ~100 tokens/s
-  EXPECT_FALSE(g.pays());
-  for (int i = 0; i < 8; ++i) g.plain_step(0.020);  // plain steps get slower (a busy machine)
+  EXPECT_DOUBLE_EQ(g.seed_extra(), 1.0);                   // seeding doubles a step
+  EXPECT_DOUBLE_EQ(g.pass_loss(), 2.0);                    // 5 plain steps' time for 3 tokens
+  for (int i = 0; i < 8; ++i) g.plain_step(0.020, false);  // plain steps get slower (busy)
   EXPECT_TRUE(g.pays());
+  EXPECT_LT(g.pass_loss(), 0.0);
   g.pass(0.0, 6);  // an unmeasurable sample is ignored
-  g.plain_step(-1.0);
+  g.plain_step(-1.0, false);
   EXPECT_TRUE(g.pays());
-  EXPECT_EQ(g.pause_steps(8, 256), 8);  // paying: the shortest pause
 }
 
-// A pass that does not pay pauses for ten times the plain steps it loses, within the bounds.
-TEST(SpecPayoff, PausesInProportionToWhatAPassLoses) {
-  SpecPayoff g;
-  for (int i = 0; i < 4; ++i) g.pass(0.008, 3);  // a pass: 8 plain steps' time for 3 tokens
-  g.plain_step(0.001);
-  ASSERT_FALSE(g.pays());
-  EXPECT_EQ(g.pause_steps(8, 256), 50);  // loses 5 steps a pass
-  EXPECT_EQ(g.pause_steps(8, 40), 40);
-  for (int i = 0; i < 40; ++i) g.pass(0.1, 1);  // loses ~99 steps a pass
-  EXPECT_EQ(g.pause_steps(8, 256), 256);
-}
-
-// A pass slower than as many plain steps as it could ever emit tokens is judged at once: no
-// acceptance would make it pay, so the gate need not wait for kMinPasses passes to say so.
-TEST(SpecPayoff, APassSlowerThanItsMostTokensIsJudgedAtOnce) {
-  SpecPayoff g;
-  g.set_most(6);             // five drafts and the bonus token
-  g.pass(0.008, 3);          // 8 plain steps' time
-  EXPECT_FALSE(g.judged());  // no plain step timed yet
-  g.plain_step(0.001);
-  EXPECT_TRUE(g.hopeless());
-  EXPECT_TRUE(g.judged());
-  EXPECT_FALSE(g.pays());
-  EXPECT_EQ(g.pause_steps(8, 256), 256);  // probes only watch for the machine changing
-  SpecPayoff h;
-  h.set_most(6);
-  h.pass(0.005, 1);  // 5 plain steps' time: pays if it keeps enough drafts, so not judged yet
-  h.plain_step(0.001);
-  EXPECT_FALSE(h.hopeless());
-  EXPECT_FALSE(h.judged());
-  EXPECT_TRUE(h.pays());
-  SpecPayoff unknown;  // no set_most: judged by the measured tokens only
-  for (int i = 0; i < 3; ++i) unknown.pass(0.1, 1);
-  unknown.plain_step(0.001);
-  EXPECT_FALSE(unknown.judged());
+// The budget counts, in plain steps, what passes lose against plain decoding of their tokens
+// and what seeding adds, never below zero, and spaces probes so that the loss with the next
+// probe's fits 3% of the tokens decoded by then.
+TEST(SpecBudget, CountsWhatPassesAndSeedingLoseAndSpacesProbes) {
+  SpecPayoff m;
+  SpecBudget b;
+  m.pass(0.004, 1);  // the first pass, before any plain step is timed
+  b.pass(0.004, 1, m);
+  EXPECT_EQ(b.lost_steps(), 0.0);
+  m.plain_step(0.001, false);
+  b.plain_step(false, m);  // now it is known: 4 plain steps' time for 1 token
+  EXPECT_DOUBLE_EQ(b.lost_steps(), 3.0);
+  EXPECT_EQ(b.tokens(), 2);
+  EXPECT_FALSE(b.within());
+  m.plain_step(0.00125, true);
+  b.plain_step(true, m);  // seeding adds a quarter of a step
+  EXPECT_DOUBLE_EQ(b.lost_steps(), 3.25);
+  // the next probe loses 3 steps more: (3.25 + 3) / 3% = 208.3 tokens, 3 decoded
+  EXPECT_EQ(b.wait_steps(m, 0), 206);
+  // with a lead of 32 seeded steps (8 steps more): 475 tokens, the lead's 32 among them
+  EXPECT_NEAR(double(b.wait_steps(m, 32)), 440.0, 1.0);
+  SpecBudget paying;  // passes that pay repay losses, but gains are not banked
+  paying.pass(0.004, 1, m);
+  EXPECT_DOUBLE_EQ(paying.lost_steps(), 3.0);
+  for (int i = 0; i < 3; ++i) paying.pass(0.002, 6, m);  // 2 steps' time for 6 tokens
+  EXPECT_EQ(paying.lost_steps(), 0.0);
+  EXPECT_TRUE(paying.within());
+  paying.pass(0.004, 1, m);
+  EXPECT_DOUBLE_EQ(paying.lost_steps(), 3.0);  // not 3 - 12
 }
 
 // The engine keeps what the drafter's last generation measured: the next one, gate on, starts
-// paused when passes did not pay (no passes for its first steps), and runs passes when they did.
+// paused when passes did not pay (no passes until its own tokens pay for a probe: 5 plain steps
+// lost a pass, 167 tokens), and runs passes when they did. The gate reads a test clock (1 ms a
+// reading, so a plain step takes the remembered 1 ms): the wait is recomputed every step from
+// the means, and a loaded machine's slow plain steps would shorten it.
 TEST(Speculative, GenerationsStartFromTheEnginesMeasuredPayoff) {
   const SpecPayoff before = engine().spec_payoff();
   const std::vector<int32_t> p = prompt_ids(40, 7);
   GenerationOptions o = greedy(30);
   o.speculative.enabled = true;
   o.speculative.payoff_gate = true;
+  auto t = std::make_shared<double>(0.0);
+  o.speculative.clock = [t] { return *t += 0.001; };
   SpecPayoff loses;
   for (int i = 0; i < 4; ++i) loses.pass(0.008, 3);
-  loses.plain_step(0.001);
+  loses.plain_step(0.001, false);
   engine().set_spec_payoff(loses);
   Generator g(engine());
   const GenerationResult a = g.generate(p, o);
@@ -304,11 +309,11 @@ TEST(Speculative, GenerationsStartFromTheEnginesMeasuredPayoff) {
   EXPECT_EQ(a.speculative.paused_steps, 28);
   SpecPayoff pays;
   for (int i = 0; i < 4; ++i) pays.pass(0.002, 4);
-  pays.plain_step(0.001);
+  pays.plain_step(0.001, false);
   engine().set_spec_payoff(pays);
   Generator h(engine());
   EXPECT_GT(h.generate(p, o).speculative.passes, 0);
-  EXPECT_TRUE(engine().spec_payoff().judged());  // left by the generation that ran passes
+  EXPECT_TRUE(engine().spec_payoff().measured());  // left by the generation that ran passes
   engine().set_spec_payoff(before);
 }
 
@@ -339,6 +344,96 @@ TEST(Speculative, PayoffGatePausesADrafterThatDoesNotPay) {
   EXPECT_GT(r.speculative.paused_steps, 8);  // more than the probe that times plain steps
   EXPECT_NEAR(r.speculative.plain_tokens_per_s, 2000.0, 1e-6);  // the test clock's
   EXPECT_GT(r.speculative.plain_tokens_per_s, r.speculative.pass_tokens_per_s);
+}
+
+// The gate's budget on a test clock: every reading advances it 1 ms, so a plain step takes 1 ms,
+// and a proposal takes 3 ms more, so a verify pass takes 4 plain steps' time and pays only when
+// it emits more than 4 tokens. The proposer drafts the plain run's continuation where right(at)
+// says so (at: the anchor's index in the completion; a pass of 5 right drafts emits 6 tokens)
+// and a wrong first draft elsewhere (1 token); it records where passes ran.
+struct ClockedDrafter {
+  std::vector<int32_t> prompt, truth;
+  std::function<bool(size_t)> right;
+  std::vector<size_t> passes_at;
+
+  GenerationResult run(int n) {
+    prompt = prompt_ids(60, 4);
+    truth = Generator(engine()).generate(prompt, greedy(n)).tokens;
+    EXPECT_EQ(int(truth.size()), n);  // the cost checks below assume the whole length
+    auto t = std::make_shared<double>(0.0);
+    GenerationOptions o = greedy(n);
+    o.speculative.enabled = true;
+    o.speculative.payoff_gate = true;
+    o.speculative.clock = [t] { return *t += 0.001; };
+    o.speculative.proposer = [this, t](const SequenceState& st, int32_t, int max) {
+      *t += 0.003;
+      const size_t at = size_t(st.n_tokens) - prompt.size();
+      passes_at.push_back(at);
+      std::vector<int32_t> d(
+          truth.begin() + std::ptrdiff_t(std::min(at + 1, truth.size())),
+          truth.begin() + std::ptrdiff_t(std::min(at + 1 + size_t(max), truth.size())));
+      if (!right(at) && !d.empty()) d[0] = d[0] == 5 ? 6 : 5;
+      return d;
+    };
+    GenerationResult r = Generator(engine()).generate(prompt, o);
+    EXPECT_EQ(r.tokens, truth);
+    return r;
+  }
+  // The simulated decode time against plain decoding's (the first token is the prefill's).
+  static double cost(const GenerationResult& r) {
+    return double(r.decode_steps + 4 * r.speculative.passes) / double(r.tokens.size() - 1);
+  }
+  size_t passes_from(size_t at) const {
+    return size_t(
+        std::count_if(passes_at.begin(), passes_at.end(), [at](size_t p) { return p >= at; }));
+  }
+};
+
+// A drafter that never pays costs at most 3% of plain decoding's time over 256 and 1024 tokens
+// (each pass loses 3 steps: a probe about every 100 steps), and is still probed.
+TEST(SpeculativeGate, ADrafterThatNeverPaysCostsAtMostThreePercent) {
+  for (int n : {256, 1024}) {
+    SCOPED_TRACE(std::to_string(n) + " tokens");
+    ClockedDrafter c;
+    c.right = [](size_t) { return false; };
+    const GenerationResult r = c.run(n);
+    EXPECT_LE(ClockedDrafter::cost(r), 1.03);
+    EXPECT_GE(r.speculative.passes, n / 128);  // probed on: it would see a change
+    EXPECT_LE(r.speculative.gate_lost_steps, 0.03 * n);
+  }
+}
+
+// A drafter that pays speculates on most steps: nearly every token comes from a pass.
+TEST(SpeculativeGate, ADrafterThatPaysSpeculatesOnMostSteps) {
+  ClockedDrafter c;
+  c.right = [](size_t) { return true; };
+  const GenerationResult r = c.run(300);
+  EXPECT_GE(double(r.speculative.emitted), 0.9 * double(r.tokens.size() - 1));
+  EXPECT_LT(ClockedDrafter::cost(r), 0.8);
+}
+
+// A drafter that starts to pay is back on at the next probe (within about 100 steps, what the
+// budget spaces probes by) and then speculates on most steps; one that stops paying is paused
+// within a few passes and then only probed.
+TEST(SpeculativeGate, NoticesADrafterThatStartsOrStopsPaying) {
+  const size_t turn = 310, n = 700;  // mid-way between two probes (at 300 and 400)
+  ClockedDrafter starts;
+  starts.right = [turn](size_t at) { return at >= turn; };
+  const GenerationResult a = starts.run(int(n));
+  const auto first = std::find_if(starts.passes_at.begin(), starts.passes_at.end(),
+                                  [turn](size_t p) { return p >= turn; });
+  ASSERT_NE(first, starts.passes_at.end());
+  EXPECT_LE(*first, turn + 110);
+  EXPECT_GE(double(starts.passes_from(*first)), 0.8 * double(n - *first) / 6.0);
+  EXPECT_LE(ClockedDrafter::cost(a), 1.0);
+
+  ClockedDrafter stops;
+  stops.right = [turn](size_t at) { return at < turn; };
+  const GenerationResult b = stops.run(int(n));
+  EXPECT_GE(stops.passes_from(0) - stops.passes_from(turn), size_t(turn / 6 - 10));
+  EXPECT_LE(stops.passes_from(turn) - stops.passes_from(turn + 30), 5u);  // paused within 5
+  EXPECT_LE(stops.passes_from(turn), 12u);                                // of 400 steps
+  EXPECT_LT(ClockedDrafter::cost(b), 1.0);
 }
 
 }  // namespace

@@ -95,7 +95,9 @@ def cedar_cmd(a, tests):
            "--prompt", ",".join(map(str, prompts)), "--gen", str(a.gen), "--reps", "1",
            "--speculative", "off", "--vision", "off", "--probe-passes", "3",
            "--batch", "1,16" if "b16" in tests else "0"]
-    if not any(t.startswith("pp") for t in tests):
+    if a.cedar_plans:
+        cmd += ["--plans", a.cedar_plans]
+    elif not any(t.startswith("pp") for t in tests):
         cmd += ["--plans", "ced"]  # the decode tests follow a CED prefill either way
     return cmd + a.cedar_arg
 
@@ -127,18 +129,20 @@ def cedar_results(out, tests):
 
 def llama_bench_runs(a, binary, extra, tests):
     """One llama-bench command per test, each with -r 2: its own warm-up is a single token, so
-    the first sample pays the page faults of the mapped file and the second is kept."""
+    the first sample pays the page faults of the mapped file and the second is kept. Prompts of
+    8K tokens and more run once (minutes each; the page faults are lost in them)."""
     runs = []
     for t in tests:
         if t == "b16":
             continue
         if t == "decode":
-            sel = ["-gp", f"16,{a.gen}", "-p", "0", "-n", "0"]
+            sel, depth = ["-gp", f"16,{a.gen}", "-p", "0", "-n", "0"], 16
         elif t.startswith("decode@"):
-            sel = ["-gp", f"{t[7:]},{a.gen}", "-p", "0", "-n", "0"]
+            sel, depth = ["-gp", f"{t[7:]},{a.gen}", "-p", "0", "-n", "0"], int(t[7:])
         else:
-            sel = ["-p", t[2:], "-n", "0"]
-        runs.append((t, [binary, "-m", a.gguf, "-t", str(a.threads), "-r", "2", "-o", "json"] +
+            sel, depth = ["-p", t[2:], "-n", "0"], int(t[2:])
+        reps = "1" if depth >= 8192 else "2"
+        runs.append((t, [binary, "-m", a.gguf, "-t", str(a.threads), "-r", reps, "-o", "json"] +
                      extra + sel))
     return runs
 
@@ -160,6 +164,8 @@ def main():
     ap.add_argument("--model", required=True, help="a cedar checkpoint (make-model --preset anchor)")
     ap.add_argument("--cedar-arg", action="append", default=[],
                     help="one more argument for cedar bench (repeatable), e.g. --kernels=ref")
+    ap.add_argument("--cedar-plans", help="cedar's prefill plans (default: exact and CED when a "
+                    "ppN test is asked, else CED)")
     ap.add_argument("--ik", help="ik_llama.cpp's llama-bench (run with -fa 1 -rtr 1)")
     ap.add_argument("--llama", help="mainline llama.cpp's llama-bench (run with -fa 1)")
     ap.add_argument("--gguf", help="the GGUF the llama.cpp engines run")

@@ -184,6 +184,28 @@ inline void for_head_groups(int H, F&& f) {
   for (; h < H; ++h) f.template operator()<1>(h);
 }
 
+// Before the first block: acc = 0, every head's running max -1e30 and denominator 0.
+inline void start_heads(int H, int hd, float* acc, float* mx, float* den) {
+  std::memset(acc, 0, sizeof(float) * size_t(H) * size_t(hd));
+  for (int h = 0; h < H; ++h) {
+    mx[h] = -1e30f;
+    den[h] = 0.0f;
+  }
+}
+
+// After the last block: out = bf16(acc / (den + exp(sink - max))), the sink joining the
+// denominator last.
+inline void finish_heads(int H, int hd, const float* acc, const float* mx, const float* den,
+                         const float* sink, float* out) {
+  for (int h = 0; h < H; ++h) {
+    const __m256 d = _mm256_set1_ps(den[h] + exp1_cr(sink[h] - mx[h]));
+    for (int i = 0; i < hd; i += 8) {
+      const size_t o = size_t(h) * hd + i;
+      _mm256_storeu_ps(out + o, bf16_round8(_mm256_div_ps(_mm256_loadu_ps(acc + o), d)));
+    }
+  }
+}
+
 // ref: kernel.py sparse_attn for one query, all heads (kernel_table.h sparse_attn)
 void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const float* sink,
                  float scale, float* out, float* scratch) {
@@ -198,11 +220,7 @@ void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const floa
   uintptr_t qa = reinterpret_cast<uintptr_t>(alpha + H);
   double* qd = reinterpret_cast<double*>((qa + 31) & ~uintptr_t(31));
   for (int i = 0; i < H * hd; i += 4) _mm256_store_pd(qd + i, _mm256_cvtps_pd(_mm_loadu_ps(q + i)));
-  std::memset(acc, 0, sizeof(float) * size_t(H) * size_t(hd));
-  for (int h = 0; h < H; ++h) {
-    mx[h] = -1e30f;
-    den[h] = 0.0f;
-  }
+  start_heads(H, hd, acc, mx, den);
   for (int j0 = 0; j0 < n; j0 += kAttnBlock) {
     const int nb = n - j0 < kAttnBlock ? n - j0 : kAttnBlock, nb8 = (nb + 7) & ~7;
     decode_block(keys, hd, j0, nb, nb8, kb);
@@ -215,13 +233,7 @@ void sparse_attn(const float* q, int H, int hd, const AttnKeys& keys, const floa
       head_group_pv<HB>(kb, hd, nb, p + h0 * kAttnBlock, alpha + h0, acc + size_t(h0) * hd);
     });
   }
-  for (int h = 0; h < H; ++h) {
-    const __m256 d = _mm256_set1_ps(den[h] + exp1_cr(sink[h] - mx[h]));
-    for (int i = 0; i < hd; i += 8) {
-      const size_t o = size_t(h) * hd + i;
-      _mm256_storeu_ps(out + o, bf16_round8(_mm256_div_ps(_mm256_loadu_ps(acc + o), d)));
-    }
-  }
+  finish_heads(H, hd, acc, mx, den, sink, out);
 }
 
 }  // namespace

@@ -127,11 +127,7 @@ void sparse_attn_dp(const float* q, int H, int hd, const AttnKeys& keys, const f
   float* den = mx + H;
   float* alpha = den + H;
   for (int i = 0; i < H * hd; i += 32) _mm512_storeu_si512(qw + i, words_of(q + i));
-  std::memset(acc, 0, sizeof(float) * size_t(H) * size_t(hd));
-  for (int h = 0; h < H; ++h) {
-    mx[h] = -1e30f;
-    den[h] = 0.0f;
-  }
+  start_heads(H, hd, acc, mx, den);
   for (int j0 = 0; j0 < n; j0 += kAttnBlock) {
     const int nb = n - j0 < kAttnBlock ? n - j0 : kAttnBlock, nb8 = (nb + 7) & ~7;
     decode_block(keys, hd, j0, nb, nb8, kb);
@@ -167,13 +163,7 @@ void sparse_attn_dp(const float* q, int H, int hd, const AttnKeys& keys, const f
     for (; h + 4 <= H; h += 4) pv.template operator()<4>(h);
     for (; h < H; ++h) pv.template operator()<1>(h);
   }
-  for (int h = 0; h < H; ++h) {
-    const __m256 d = _mm256_set1_ps(den[h] + exp1_cr(sink[h] - mx[h]));
-    for (int i = 0; i < hd; i += 8) {
-      const size_t o = size_t(h) * hd + i;
-      _mm256_storeu_ps(out + o, bf16_round8(_mm256_div_ps(_mm256_loadu_ps(acc + o), d)));
-    }
-  }
+  finish_heads(H, hd, acc, mx, den, sink, out);
 }
 
 }  // namespace

@@ -431,10 +431,15 @@ void write_checkpoint(const ModelConfig& cfg, uint64_t seed, const std::string& 
 
 void make_model(const MakeModelOptions& opt) {
   // every preset but the release's own shape (a 552B-parameter checkpoint of random weights)
-  if (opt.preset != "tiny" && opt.preset != "small" && opt.preset != "bench" &&
-      opt.preset != "anchor")
-    throw std::runtime_error("--preset must be tiny, small, bench or anchor (got '" + opt.preset +
-                             "')");
+  std::string known;
+  bool found = false;
+  for (const std::string& name : preset_names()) {
+    if (name == "released") continue;
+    known += (known.empty() ? "" : ", ") + name;
+    found = found || name == opt.preset;
+  }
+  if (!found)
+    throw std::runtime_error("--preset must be one of " + known + " (got '" + opt.preset + "')");
   if (opt.out_dir.empty()) throw std::runtime_error("--out is required");
   if (opt.tokenizer.empty()) throw std::runtime_error("--tokenizer is required");
   if (opt.shards < 1) throw std::runtime_error("--shards must be >= 1");

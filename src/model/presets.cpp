@@ -276,8 +276,9 @@ ModelConfig preset_config(const std::string& name) {
   if (name == "bench") return bench();
   if (name == "anchor") return anchor();
   if (name == "released") return released();
-  throw std::runtime_error("unknown preset '" + name +
-                           "' (known: tiny, small, bench, anchor, released)");
+  std::string known;
+  for (const std::string& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::runtime_error("unknown preset '" + name + "' (known: " + known + ")");
 }
 
 }  // namespace cedar

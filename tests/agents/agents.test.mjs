@@ -114,6 +114,7 @@ async function session(client, route, task) {
       ? 'Write the word in the file probe.txt: run the shell command `' + command + '` once.'
       : 'What is the capital of France? Answer in one word.';
     const r = await runClient(s.cmd, s.args(prompt), { env, cwd: sb.work });
+    await proxy.settled();
     const log = `${client.name} ${route} ${task}: exit ${r.code} ${r.signal ?? ''}\n` +
                 `stdout: ${r.stdout.slice(-3000)}\nstderr: ${r.stderr.slice(-3000)}\n` +
                 `requests: ${proxy.records.map((x) => `${x.path} ${x.status}`).join(', ')}`;

@@ -48,6 +48,17 @@ export async function startProxy(target, inject = () => null) {
       let raw = Buffer.concat(chunks);
       const rec = { method: req.method, path: req.url, body: null, status: 0, response: '',
                     injected: null };
+      // A record is settled when the upstream answer ends or its connection closes: a client
+      // may exit the moment it reads the last event, before the chunked body's terminator
+      // reaches the proxy, so what arrived is recorded either way and the test waits for it.
+      let settle;
+      rec.settled = new Promise((r) => { settle = r; });
+      const out = [];
+      const finish = () => {
+        rec.response = Buffer.concat(out).toString();
+        rec.usage = usageOf(rec.response);
+        settle();
+      };
       records.push(rec);
       try { rec.body = raw.length ? JSON.parse(raw.toString()) : null; } catch { /* not JSON */ }
       if (rec.body && typeof rec.body === 'object') {
@@ -63,15 +74,13 @@ export async function startProxy(target, inject = () => null) {
                                 path: req.url, headers }, (ur) => {
         rec.status = ur.statusCode;
         res.writeHead(ur.statusCode, ur.headers);
-        const out = [];
+        ur.on('error', () => {});  // the client left and the upstream was destroyed
         ur.on('data', (c) => { out.push(c); res.write(c); });
-        ur.on('end', () => {
-          rec.response = Buffer.concat(out).toString();
-          rec.usage = usageOf(rec.response);
-          res.end();
-        });
+        ur.on('end', () => res.end());
+        ur.on('close', finish);
       });
       up.on('error', (e) => {
+        finish();
         rec.status = 502;
         if (!res.headersSent) res.writeHead(502);
         res.end(String(e));
@@ -84,6 +93,11 @@ export async function startProxy(target, inject = () => null) {
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     records,
+    // Every record settled, or `ms` passed (a request still streaming when its client quit).
+    settled: (ms = 10000) => Promise.race([
+      Promise.all(records.map((r) => r.settled)),
+      new Promise((r) => setTimeout(r, ms).unref()),
+    ]),
     close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
   };
 }

@@ -31,6 +31,7 @@
 #include "forward/moe.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
+#include "numerics/q8b.h"
 #include "runtime/bench_accounting.h"
 #include "runtime/bench_probes.h"
 #include "runtime/engine.h"
@@ -261,6 +262,7 @@ int cmd_bench(int argc, char** argv) {
            {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
            {"threads", "t", true, "worker threads (default: all cores)"},
            {"kernels", "", true, kKernelsHelp},
+           {"head-type", "", true, kHeadTypeHelp},
            {"gguf-requant", "", false, kGgufRequantHelp},
            {"mem-budget", "", true, kMemBudgetHelp},
            {"expert-policy", "", true, "eviction of the expert cache: lfu (default) or lru"},
@@ -299,6 +301,7 @@ int cmd_bench(int argc, char** argv) {
   eo.threads = threads_option(args, "cedar bench");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");
+  eo.head_type = parse_head_type(args.get("head-type", "stored"));
   const std::vector<int64_t> sizes = parse_sizes(args.get("prompt", "256,1024"));
   const std::string batch_arg = args.get("batch", "1,4,16");
   const std::vector<int64_t> batches =
@@ -359,8 +362,11 @@ int cmd_bench(int argc, char** argv) {
   if (ranks && !ranks->attach(*engine)) return 0;  // another rank: served its layers
   const ModelConfig& cfg = engine->config();
   const Transformer& model = engine->model();
-  // a GGUF model's block weights count as stored
-  const std::map<std::string, int64_t> stored = bench::stored_bytes(engine->checkpoint());
+  // a GGUF model's block weights count as stored, a head requantized at load (--head-type q8)
+  // as its Q8B copy
+  std::map<std::string, int64_t> stored = bench::stored_bytes(engine->checkpoint());
+  if (model.head().requantized())
+    stored["head.weight"] = q8b_bytes(cfg.vocab_size, cfg.hidden_size);
   for (int64_t n : sizes)
     if (n + gen > cfg.max_position_embeddings && cfg.max_position_embeddings > 0)
       throw std::runtime_error("--prompt " + std::to_string(n) + " + --gen exceeds " +
@@ -715,6 +721,7 @@ int cmd_bench(int argc, char** argv) {
                                 : json(nullptr)},
                 {"kernels", std::string(engine->kernels().name)},
                 {"kernels_line", describe_kernels(engine->kernels())},
+                {"head_type", model.head().requantized() ? "q8" : "stored"},
                 {"machine", machine_json(machine)},
                 {"storage_read", streamed ? probe_json(storage, "GB/s", 1e9) : json(nullptr)},
                 {"runs", runs},
@@ -724,9 +731,10 @@ int cmd_bench(int argc, char** argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("cedar bench: %s (%d layers, D %d, %d of %d experts), %d threads, %s\n",
+  std::printf("cedar bench: %s (%d layers, D %d, %d of %d experts%s), %d threads, %s\n",
               eo.model_dir.c_str(), cfg.num_hidden_layers, cfg.hidden_size, cfg.num_experts_per_tok,
-              cfg.n_routed_experts, engine->threads(), describe_kernels(engine->kernels()).c_str());
+              cfg.n_routed_experts, model.head().requantized() ? ", head requantized to Q8B" : "",
+              engine->threads(), describe_kernels(engine->kernels()).c_str());
   print_machine(machine, passes, engine->threads());
   if (ranks) std::printf("pipeline stages: %s\n", ranks->describe(cfg).c_str());
   std::printf(

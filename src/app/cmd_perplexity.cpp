@@ -86,6 +86,7 @@ int cmd_perplexity(int argc, char** argv) {
        {"chunks", "", true, "score at most this many windows (default: all)"},
        {"exact-prefill", "", false, "run every layer on every prompt row (default: CED)"},
        {"kernels", "", true, kKernelsHelp},
+       {"head-type", "", true, kHeadTypeHelp},
        {"gguf-requant", "", false, kGgufRequantHelp},
        {"threads", "t", true, "worker threads (default: all cores)"},
        {"json", "", false, "print one JSON object (perplexity, tokens, ...) on stdout"}});
@@ -104,6 +105,7 @@ int cmd_perplexity(int argc, char** argv) {
   eo.threads = threads_option(args, "cedar perplexity");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");
+  eo.head_type = parse_head_type(args.get("head-type", "stored"));
   const bool exact = args.has("exact-prefill"), json = args.has("json");
   const std::string text = read_file(path, "-f");
 

@@ -239,6 +239,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                   "verify on every step even where passes emit fewer tokens per second than "
                   "plain steps (default: speculation pauses while it does not pay)"},
                  {"kernels", "", true, kKernelsHelp},
+                 {"head-type", "", true, kHeadTypeHelp},
                  {"gguf-requant", "", false, kGgufRequantHelp}}));
   try {
     args.parse(int(rest.size()), rest.data());
@@ -258,6 +259,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->engine.threads = threads_option(args, "cedar run");
   rc->engine.kernels = args.get("kernels", "");
   rc->engine.gguf_requant = args.has("gguf-requant");
+  rc->engine.head_type = parse_head_type(args.get("head-type", "stored"));
   // a rank reads its layers' pages as it uses them, not the whole checkpoint
   rc->prefetch = !args.has("no-prefetch") && !args.has("ranks");
   try {

@@ -132,6 +132,7 @@ int cmd_serve(int argc, char** argv) {
             "being decoded and patches waiting for the tower (default 128)"},
            {"image-threads", "", true, "threads that decode images (default 2)"},
            {"kernels", "", true, kKernelsHelp},
+           {"head-type", "", true, kHeadTypeHelp},
            {"gguf-requant", "", false, kGgufRequantHelp},
            {"tokenizer", "", true, "tokenizer.json (default <model>/tokenizer.json)"},
            {"cache-ram", "", true, "prefix cache memory budget in MiB (default 2048; 0: off)"},
@@ -201,6 +202,7 @@ int cmd_serve(int argc, char** argv) {
   eo.threads = threads_option(args, "cedar serve");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");
+  eo.head_type = parse_head_type(args.get("head-type", "stored"));
   eo.tokenizer_path = args.get("tokenizer", "");
   server::SchedulerOptions so;
   so.parallel = parallel;

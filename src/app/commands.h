@@ -28,6 +28,11 @@ inline constexpr const char* kGgufRequantHelp =
     "GGUF: re-encode weights stored as Q8_0 or K-quants into the release's FP8/FP4 at load "
     "(faster kernels today; more memory for files below 8 bits; a second rounding) instead of "
     "computing them in place";
+// The help text of --head-type, the same in every command that runs the model.
+inline constexpr const char* kHeadTypeHelp =
+    "stored | q8: the vocabulary head as the checkpoint stores it (default), or a bf16 head "
+    "requantized at load to 8 bits + a bf16 scale per 32 values (about half the head's bytes per "
+    "decoded token, as GGUF files ship it; perplexity change measured in docs/NUMERICS.md)";
 // The help text of --mem-budget, the same in run, serve and bench.
 inline constexpr const char* kMemBudgetHelp =
     "RAM for the whole process, e.g. 48G: the plan must fit (refused with its numbers "

@@ -10,12 +10,12 @@
 namespace cedar {
 
 Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, ThreadPool& pool,
-                         std::vector<int32_t> engram_token_map)
+                         std::vector<int32_t> engram_token_map, HeadType head)
     : cfg_(ckpt.config()),
       k_(kernels),
       pool_(pool),
       w_(ModelWeights::bind(ckpt)),
-      head_(w_.lm_head),
+      head_(w_.lm_head, head),
       token_map_(std::move(engram_token_map)) {
   if (!cfg_.engram_layer_ids.empty()) {
     layout_ = EngramLayout::build(cfg_);

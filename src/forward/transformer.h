@@ -109,13 +109,15 @@ struct ReleasedStates;  // forward/transformer_stage.cpp
 class Transformer {
  public:
   // engram_token_map: token id -> compressed id (text::build_engram_token_map); required when the
-  // config has Engram layers. Throws std::runtime_error naming the tensor/key on a mismatch.
+  // config has Engram layers. head: how the vocabulary head is kept (forward/vocab_product.h).
+  // Throws std::runtime_error naming the tensor/key on a mismatch.
   Transformer(const Checkpoint& ckpt, const KernelTable& kernels, ThreadPool& pool,
-              std::vector<int32_t> engram_token_map);
+              std::vector<int32_t> engram_token_map, HeadType head = HeadType::kStored);
   ~Transformer();
 
   const ModelConfig& config() const { return cfg_; }
   const ModelWeights& weights() const { return w_; }
+  const VocabProduct& head() const { return head_; }
   // From now on the routed experts come from `src` (forward/expert_source.h; nullptr: the
   // mapped weights), with each layer guessing the next one's experts for a prefetch unless
   // `guess` is false (MoE::set_next). Call before any forward; the source must outlive them.

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "base/scratch.h"
+#include "numerics/q8b.h"
 
 namespace cedar {
 
@@ -57,11 +60,21 @@ Distinct find_distinct(const uint8_t* w, size_t row_bytes, int rows) {
 
 }  // namespace
 
-VocabProduct::VocabProduct(const Linear& w) : rows_(w.out), distinct_(w) {
-  if (w.kind != Linear::Kind::BF16 || w.out < 8) return;
+HeadType parse_head_type(std::string_view s) {
+  if (s == "stored") return HeadType::kStored;
+  if (s == "q8") return HeadType::kQ8;
+  throw std::runtime_error("--head-type must be stored or q8, got '" + std::string(s) + "'");
+}
+
+VocabProduct::VocabProduct(const Linear& w, HeadType type) : rows_(w.out), distinct_(w) {
+  if (w.kind != Linear::Kind::BF16) return;  // (only a bf16 head is requantized)
+  const bool q8 = type == HeadType::kQ8 && w.in % kQ8bBlock == 0;
   const size_t rb = size_t(w.in) * 2;
-  Distinct d = find_distinct(w.w, rb, w.out);
-  if (d.first.empty()) return;
+  Distinct d = w.out < 8 ? Distinct{} : find_distinct(w.w, rb, w.out);
+  if (d.first.empty()) {
+    if (q8) requantize();
+    return;
+  }
   of_ = std::move(d.of);
   const int u = int(d.first.size());
   words_.resize(size_t(u) * size_t(w.in));
@@ -71,7 +84,11 @@ VocabProduct::VocabProduct(const Linear& w) : rows_(w.out), distinct_(w) {
   distinct_.out = u;
   distinct_.w = reinterpret_cast<const uint8_t*>(words_.data());
   ld_ = u;
-  if (w.in % 2 == 0) {
+  if (q8) {  // (the Q8B product runs through linear(): no lanes layout)
+    requantize();
+    words_.clear();
+    words_.shrink_to_fit();
+  } else if (w.in % 2 == 0) {
     packed_.resize(lanes_packed_words(u, w.in));
     pack_bf16_lanes(words_.data(), u, w.in, packed_.data());
     ld_ = (u + 15) / 16 * 16;
@@ -86,6 +103,20 @@ VocabProduct::VocabProduct(const Linear& w) : rows_(w.out), distinct_(w) {
       other_ids_.push_back(v);
       other_of_.push_back(of_[size_t(v)]);
     }
+}
+
+// distinct_ (bf16) -> its Q8B copy, which distinct_ then points at
+void VocabProduct::requantize() {
+  const int N = distinct_.out, K = distinct_.in;
+  q8_codes_.resize(size_t(N) * size_t(K));
+  q8_scales_.resize(size_t(N) * size_t(K / kQ8bBlock));
+  for (int n = 0; n < N; ++n)
+    q8b_quantize_row(distinct_.bf16() + size_t(n) * size_t(K), K,
+                     q8_codes_.data() + size_t(n) * size_t(K),
+                     q8_scales_.data() + size_t(n) * size_t(K / kQ8bBlock));
+  distinct_.kind = Linear::Kind::Q8B;
+  distinct_.w = q8_codes_.data();
+  distinct_.scale = reinterpret_cast<const uint8_t*>(q8_scales_.data());
 }
 
 void VocabProduct::forward_distinct(const Ctx& ctx, const float* x, int m, float* d) const {

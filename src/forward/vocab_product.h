@@ -11,17 +11,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "forward/linear.h"
 
 namespace cedar {
 
+// How the vocabulary head is computed (`--head-type`): from the weight as the checkpoint stores
+// it, or from a copy requantized at load to 8 bits per value plus a bf16 scale per 32 values
+// (numerics/q8b.h; a bf16 head only: about half its bytes per decoded token, the form the
+// community GGUF files ship it in; docs/NUMERICS.md "Q8 head" measures what it changes).
+enum class HeadType { kStored, kQ8 };
+// "stored" | "q8" (throws std::runtime_error naming the flag otherwise)
+HeadType parse_head_type(std::string_view s);
+
 class VocabProduct {
  public:
   // Looks for repeated rows of a bf16 weight (any other format runs whole); see vocab_product.cpp
-  // for when it keeps a copy of the distinct rows.
-  explicit VocabProduct(const Linear& w);
+  // for when it keeps a copy of the distinct rows. kQ8: the rows that run are requantized.
+  explicit VocabProduct(const Linear& w, HeadType type = HeadType::kStored);
 
   // out [m, w.out] = linear(x [m, w.in], w) in fp32 (LinearOut::kF32).
   void forward(const Ctx& ctx, const float* x, int m, float* out) const;
@@ -35,14 +44,21 @@ class VocabProduct {
   int32_t class_of(int32_t id) const { return of_[size_t(id)]; }
 
   int rows() const { return rows_; }  // w.out
+  bool requantized() const { return distinct_.kind == Linear::Kind::Q8B; }
   // the rows computed per input row: w.out, or the distinct rows when they are computed alone
   int distinct_rows() const { return distinct_.out; }
 
  private:
   void expand(const Ctx& ctx, const float* d, int m, float* out) const;
 
+  void requantize();
+
   int rows_ = 0;
-  Linear distinct_;              // the product that runs: the weight, or its distinct rows
+  Linear distinct_;  // the product that runs: the weight, or its distinct rows
+  // kQ8: distinct_'s rows as Q8B codes [out, in] and bf16 scales [out, in/32] (distinct_ points
+  // at them)
+  std::vector<uint8_t> q8_codes_;
+  std::vector<uint16_t> q8_scales_;
   std::vector<uint16_t> words_;  // the distinct rows' bf16 words (when kept)
   // the distinct rows in pack_bf16_lanes' layout, for tables with bf16_lanes (empty: odd K)
   std::vector<uint32_t> packed_;

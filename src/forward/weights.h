@@ -34,7 +34,8 @@ struct Linear {
     IQ2_XXS,
     IQ1_S,
     IQ1_M,
-    MXFP4
+    MXFP4,
+    Q8B  // a bf16 weight requantized at load (kernel_table.h WeightFormat::kQ8B)
   };
   Kind kind = Kind::BF16;
   int out = 0, in = 0;
@@ -57,7 +58,8 @@ static_assert(int(Linear::Kind::FP8) == int(WeightFormat::kFP8) &&
               int(Linear::Kind::Q6_K) == int(WeightFormat::kQ6_K) &&
               int(Linear::Kind::IQ1_M) == int(WeightFormat::kIQ1_M) &&
               int(Linear::Kind::MXFP4) == int(WeightFormat::kMXFP4) &&
-              int(Linear::Kind::MXFP4) + 1 == kWeightFormats);
+              int(Linear::Kind::Q8B) == int(WeightFormat::kQ8B) &&
+              int(Linear::Kind::Q8B) + 1 == kWeightFormats);
 
 struct ExpertWeights {
   Linear w1, w2, w3;  // gate [inter, D], down [D, inter], up [inter, D]

@@ -10,7 +10,7 @@ namespace {
 constexpr uint32_t kTypes[] = {ggml::kQ8_0,    ggml::kQ4_0,  ggml::kQ5_0,  ggml::kQ2_K,
                                ggml::kQ3_K,    ggml::kQ4_K,  ggml::kQ5_K,  ggml::kQ6_K,
                                ggml::kIQ2_XXS, ggml::kIQ1_S, ggml::kIQ1_M, ggml::kMXFP4};
-static_assert(sizeof(kTypes) / sizeof(kTypes[0]) == kWeightFormats - int(WeightFormat::kQ8_0));
+static_assert(sizeof(kTypes) / sizeof(kTypes[0]) == kBlockFormatsEnd - int(WeightFormat::kQ8_0));
 
 }  // namespace
 
@@ -25,7 +25,7 @@ bool block_format(uint32_t ggml_type, WeightFormat* f) {
 
 uint32_t ggml_type_of(WeightFormat f) {
   const int i = int(f) - int(WeightFormat::kQ8_0);
-  return i >= 0 && i < kWeightFormats - int(WeightFormat::kQ8_0) ? kTypes[i] : 0;
+  return i >= 0 && i < kBlockFormatsEnd - int(WeightFormat::kQ8_0) ? kTypes[i] : 0;
 }
 
 }  // namespace cedar

@@ -51,8 +51,15 @@ enum class WeightFormat : int {
   // codes and scales in another order, computed in place by each table's FP4 family reading this
   // layout -- the same values in the same order, so the same bits as kFP4. No separate scale.
   kMXFP4 = 16,
+  // A bf16-role weight requantized at load (the head under `--head-type q8`, forward/
+  // vocab_product.h): sign-magnitude int8 codes [N, K] (bit 7 the sign, bits 0-6 |q| <= 127) and
+  // one bf16 scale per 32-value block [N, K/32]; element value q x s, exact in fp32. The product
+  // is the bf16-weight one over these values: plain activation rows (bf16 values), fp32 out.
+  kQ8B = 17,
 };
-constexpr int kWeightFormats = 17;
+constexpr int kWeightFormats = 18;
+// the ggml block formats: [kQ8_0, kBlockFormatsEnd)
+constexpr int kBlockFormatsEnd = int(WeightFormat::kMXFP4) + 1;
 // The block formats' ggml type ids (model/gguf.h), in WeightFormat order from kQ8_0.
 // block_format: the WeightFormat of a ggml type; false when no family computes it.
 bool block_format(uint32_t ggml_type, WeightFormat* f);

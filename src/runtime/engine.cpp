@@ -25,7 +25,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->tok_ = std::make_unique<text::Tokenizer>(load_tokenizer(*e->ckpt_, opt.tokenizer_path));
   std::vector<int32_t> token_map = engram_token_map(*e->ckpt_, *e->tok_);
   e->pool_ = std::make_unique<ThreadPool>(opt.threads);
-  e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map));
+  e->model_ = std::make_unique<Transformer>(*e->ckpt_, kernels, *e->pool_, std::move(token_map),
+                                            opt.head_type);
   if (e->plan_.streamed) {
     e->experts_ = std::make_unique<ExpertCache>(
         *e->ckpt_, e->model_->weights(), size_t(e->plan_.expert_cache), e->plan_.min_expert_slots,

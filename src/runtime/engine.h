@@ -48,6 +48,8 @@ struct EngineOptions {
   // GGUF block weights re-encoded into the release formats rather than computed in place
   // (Checkpoint::OpenOptions::blocks_in_place)
   bool gguf_requant = false;
+  // the vocabulary head as stored, or requantized to Q8B at load (--head-type)
+  HeadType head_type = HeadType::kStored;
 };
 
 // A tokenized prompt and how generation starts after it (for the output parser).

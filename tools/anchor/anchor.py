@@ -88,7 +88,7 @@ def parse_tests(spec):
     return tests
 
 
-def cedar_cmd(a, tests):
+def cedar_cmd(a, tests, extra=()):
     prompts = sorted({16} | {int(t[2:]) for t in tests if t.startswith("pp")} |
                      {int(t[7:]) for t in tests if t.startswith("decode@")})
     cmd = [a.cedar, "bench", "-m", a.model, "--json", "-t", str(a.threads),
@@ -99,7 +99,7 @@ def cedar_cmd(a, tests):
         cmd += ["--plans", a.cedar_plans]
     elif not any(t.startswith("pp") for t in tests):
         cmd += ["--plans", "ced"]  # the decode tests follow a CED prefill either way
-    return cmd + a.cedar_arg
+    return cmd + a.cedar_arg + list(extra)
 
 
 def cedar_results(out, tests):
@@ -164,6 +164,9 @@ def main():
     ap.add_argument("--model", required=True, help="a cedar checkpoint (make-model --preset anchor)")
     ap.add_argument("--cedar-arg", action="append", default=[],
                     help="one more argument for cedar bench (repeatable), e.g. --kernels=ref")
+    ap.add_argument("--cedar-variant", action="append", default=[], metavar="NAME=ARGS",
+                    help="another cedar column, interleaved with the others: its name and the "
+                         "bench arguments it adds (e.g. 'cedar q8 head=--head-type q8')")
     ap.add_argument("--cedar-plans", help="cedar's prefill plans (default: exact and CED when a "
                     "ppN test is asked, else CED)")
     ap.add_argument("--ik", help="ik_llama.cpp's llama-bench (run with -fa 1 -rtr 1)")
@@ -181,7 +184,12 @@ def main():
     tests = parse_tests(a.tests)
     if (a.ik or a.llama) and not a.gguf:
         raise SystemExit("--ik / --llama need --gguf")
-    engines = [("cedar", None, None)]
+    engines = [("cedar", None, [])]
+    for v in a.cedar_variant:
+        name, sep, args = v.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--cedar-variant wants NAME=ARGS, got '{v}'")
+        engines.append((name, None, args.split()))
     if a.ik:
         engines.append(("ik_llama.cpp", a.ik, ["-fa", "1", "-rtr", "1"]))
     if a.llama:
@@ -211,7 +219,7 @@ def main():
         for name, binary, extra in engines:
             print(f"round {rnd + 1}/{a.rounds}: {name}", file=sys.stderr)
             if binary is None:
-                out, wall, contam = measured(cedar_cmd(a, tests), "cedar bench")
+                out, wall, contam = measured(cedar_cmd(a, tests, extra), "cedar bench")
                 for k, v in cedar_results(out, tests).items():
                     log.append({"engine": name, "test": k, "value": v, "round": rnd,
                                 "contamination": contam})
@@ -224,6 +232,8 @@ def main():
                     save(log)
 
     names = [e[0] for e in engines]
+    cedars = [e[0] for e in engines if e[1] is None]
+    others = [e[0] for e in engines if e[1] is not None]
     rows = []
     for t in dict.fromkeys(x["test"] for x in log):
         vals = {n: median([x["value"] for x in log if x["test"] == t and x["engine"] == n])
@@ -235,14 +245,15 @@ def main():
         return dict(rows).get(base, {}).get(engine)
 
     head = f"{'test (tok/s unless named)':<26}" + "".join(f"{n:>14}" for n in names)
-    head += "".join(f"{'cedar/' + n.split('.')[0]:>16}" for n in names[1:])
+    pairs = [(c, n) for c in cedars for n in others]
+    head += "".join(f"{c + '/' + n.split('.')[0]:>22}" for c, n in pairs)
     print(head)
     for t, vals in rows:
         line = f"{t:<26}" + "".join(
             f"{vals[n]:>14.2f}" if vals[n] is not None else f"{'-':>14}" for n in names)
-        for n in names[1:]:
-            other, mine = ref_value(t, n), vals["cedar"]
-            line += (f"{mine / other:>15.2f}x" if other and mine else f"{'-':>16}")
+        for c, n in pairs:
+            other, mine = ref_value(t, n), vals[c]
+            line += (f"{mine / other:>21.2f}x" if other and mine else f"{'-':>22}")
         print(line)
     contams = [x["contamination"] for x in log]
     print(f"{a.rounds} rounds interleaved, {a.threads} threads, medians; "

@@ -51,6 +51,13 @@ Weight make(WeightFormat f, int N, int K) {
       t.w.resize(size_t(N) * K * 2);
       for (size_t i = 0; i < t.w.size(); i += 2) t.w[i + 1] = uint8_t(0x3c + rng() % 4);
       break;
+    case WeightFormat::kQ8B:  // random codes, scale 2^-8 (any byte is a valid code)
+      t.w.resize(size_t(N) * K);
+      for (auto& c : t.w) c = uint8_t(rng());
+      t.s.resize(size_t(N) * (K / 32) * 2);
+      for (size_t i = 0; i < t.s.size(); i += 2) t.s[i + 1] = 0x3b;  // bf16 0x3b80 = 2^-8
+      for (size_t i = 0; i < t.s.size(); i += 2) t.s[i] = 0x80;
+      break;
     case WeightFormat::kF32: {
       t.w.resize(size_t(N) * K * 4);
       std::vector<float> v(size_t(N) * K);
@@ -152,9 +159,9 @@ void run_lanes(benchmark::State& st, const KernelTable* k, int M, int N, int K, 
 }
 
 const char* name_of(WeightFormat f) {
-  static const char* n[] = {"fp8",  "fp4",     "bf16",  "f32",   "fp8w", "q8_0",
-                            "q4_0", "q5_0",    "q2_k",  "q3_k",  "q4_k", "q5_k",
-                            "q6_k", "iq2_xxs", "iq1_s", "iq1_m", "mxfp4"};
+  static const char* n[] = {"fp8",  "fp4",     "bf16",  "f32",   "fp8w",  "q8_0",
+                            "q4_0", "q5_0",    "q2_k",  "q3_k",  "q4_k",  "q5_k",
+                            "q6_k", "iq2_xxs", "iq1_s", "iq1_m", "mxfp4", "q8b"};
   static_assert(sizeof(n) / sizeof(n[0]) == kWeightFormats);
   return n[int(f)];
 }
@@ -175,10 +182,15 @@ void register_all() {
             ->UseRealTime();
         // the vocabulary head's shape (bf16 [129280, 1024] in the bench preset): short rows
         if (f == WeightFormat::kBF16)
-          benchmark::RegisterBenchmark((p + "/gemv_head").c_str(), run, k, f, 1, 129280, 1024,
-                                       threads)
-              ->Unit(benchmark::kMillisecond)
-              ->UseRealTime();
+          for (WeightFormat h : {WeightFormat::kBF16, WeightFormat::kQ8B})
+            for (int D : {1024, 2048})  // (bench and anchor presets; q8b: --head-type q8)
+              benchmark::RegisterBenchmark(
+                  (std::string(k->name) + "/" + name_of(h) + "/t" + std::to_string(threads) +
+                   "/gemv_head" + (D == 1024 ? "" : "_2048"))
+                      .c_str(),
+                  run, k, h, 1, 129280, D, threads)
+                  ->Unit(benchmark::kMillisecond)
+                  ->UseRealTime();
         // the default (tiny) model's head [129280, 128]: a plain step's one row, a DSpark draft's
         // 5 and a verify pass's 6 rows
         if (f == WeightFormat::kBF16)

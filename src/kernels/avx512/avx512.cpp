@@ -25,6 +25,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family<G>();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family();
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family<G>();
+    k.gemm[int(WeightFormat::kQ8B)] = fast::q8b_family<G>();
     fast::fill_block_families_fused<G>(k);
     fast::fill_ops(k);
     k.bf16_lanes = fast::bf16_lanes<fast::LanesFma16>;

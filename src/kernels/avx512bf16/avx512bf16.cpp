@@ -27,6 +27,7 @@ const KernelTable& table() {
     k.gemm[int(WeightFormat::kBF16)] = fast::bf16_family_dp();
     k.gemm[int(WeightFormat::kF32)] = fast::f32_family();
     k.gemm[int(WeightFormat::kFP8W)] = fast::fp8w_family_dp();
+    k.gemm[int(WeightFormat::kQ8B)] = fast::q8b_family_dp();
     fast::fill_block_families_dp(k);
     fast::fill_ops(k);
     k.sparse_attn = fast::sparse_attn_dp;

@@ -24,14 +24,9 @@
 namespace cedar::kernels::fast {
 namespace {
 
-// bf16 bits of a small integer (exact)
+// bf16 bits of a small integer (exact; |v| < 256)
 constexpr uint16_t bf16_of_int(int v) {
-  if (v == 0) return 0;
-  const uint16_t sign = v < 0 ? 0x8000 : 0;
-  int a = v < 0 ? -v : v, e = 0;
-  while (a >> (e + 1)) ++e;  // a = 1.f x 2^e
-  const int mant = (a << (7 - e)) & 0x7F;
-  return uint16_t(sign | ((e + 127) << 7) | mant);
+  return uint16_t((v < 0 ? 0x8000 : 0) | int_word(v < 0 ? -v : v));
 }
 // a 32-word VPERMW table: entry i = bf16(i % period + bias) (a period below 32 lets VPERMW's
 // 5-bit index ignore the bits above the code)

@@ -43,28 +43,16 @@ inline __m512 ue8m0_lanes(__m512i codes, __m512i rot) {
   return _mm512_castsi512_ps(max_u32(e, _mm512_set1_epi32(0x00400000)));
 }
 
-// E4M3 codes -> bf16 words, through two 128-entry byte tables (high and low byte of each
-// magnitude's bf16; VPERMI2B ignores the sign bit) and the sign put back into the high byte.
-struct Fp8Dec {
+// Sign-magnitude byte codes -> bf16 words, through two 128-entry byte tables (high and low byte
+// of each magnitude's bf16; VPERMI2B ignores the sign bit) and the sign put back into the high
+// byte. The tables come from `word(magnitude)`.
+struct SignMagDec {
   static constexpr int kUnit = 64, kVecs = 2, kBytes = 64;
   __m512i h0, h1, l0, l1;
-  Fp8Dec() {
+  explicit SignMagDec(uint16_t (*word)(int)) {
     alignas(64) uint8_t hi[128], lo[128];
     for (int c = 0; c < 128; ++c) {
-      // E4M3 magnitude c: exponent e = c >> 3, mantissa m = c & 7; bf16 exponent e + 120
-      // (normal) or the subnormal m x 2^-9 normalised
-      const int e = c >> 3, m = c & 7;
-      uint16_t b;
-      if (e == 15 && m == 7) {
-        b = 0x7FC0;  // NaN
-      } else if (e > 0) {
-        b = uint16_t(((e + 120) << 7) | (m << 4));
-      } else if (m == 0) {
-        b = 0;
-      } else {
-        const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m = 1.f x 2^top
-        b = uint16_t(((118 + top) << 7) | (((m << (7 - top)) & 0x7F)));
-      }
+      const uint16_t b = word(c);
       hi[c] = uint8_t(b >> 8);
       lo[c] = uint8_t(b);
     }
@@ -73,7 +61,8 @@ struct Fp8Dec {
     l0 = _mm512_load_si512(lo);
     l1 = _mm512_load_si512(lo + 64);
   }
-  // slot 32v + w of a unit holds element 16(w/8) + 8v + w%8
+  // slot 32v + w of a unit holds element 16(w/8) + 8v + w%8: dword lanes 0-7 of both vectors
+  // hold the unit's first 32-block, lanes 8-15 its second
   static int element(int slot) {
     const int v = slot / 32, w = slot % 32;
     return 16 * (w / 8) + 8 * v + w % 8;
@@ -90,11 +79,46 @@ struct Fp8Dec {
     w[0] = _mm512_unpacklo_epi8(l, h);
     w[1] = _mm512_unpackhi_epi8(l, h);
   }
+};
+
+// E4M3 magnitude c -> bf16 bits: exponent e = c >> 3, mantissa m = c & 7; bf16 exponent e + 120
+// (normal) or the subnormal m x 2^-9 normalised
+inline uint16_t e4m3_word(int c) {
+  const int e = c >> 3, m = c & 7;
+  if (e == 15 && m == 7) return 0x7FC0;  // NaN
+  if (e > 0) return uint16_t(((e + 120) << 7) | (m << 4));
+  if (m == 0) return 0;
+  const int top = m >= 4 ? 2 : m >= 2 ? 1 : 0;  // m = 1.f x 2^top
+  return uint16_t(((118 + top) << 7) | (((m << (7 - top)) & 0x7F)));
+}
+
+// E4M3 codes, a UE8M0 scale per 32-block.
+struct Fp8Dec : SignMagDec {
+  Fp8Dec() : SignMagDec(e4m3_word) {}
   // the two blocks' scales: lanes 0-7 code c0, lanes 8-15 code c1
   static __m512 scales(uint8_t c0, uint8_t c1) {
     const __m512i rot =
         _mm512_set_epi32(15, 15, 15, 15, 15, 15, 15, 15, 23, 23, 23, 23, 23, 23, 23, 23);
     return ue8m0_lanes(_mm512_set1_epi16(int16_t(c0 | (c1 << 8))), rot);
+  }
+};
+
+// integer magnitude c (0..127) -> its bf16 bits (exact: at most 7 significant bits)
+constexpr uint16_t int_word(int c) {
+  if (c == 0) return 0;
+  int e = 0;
+  while (c >> (e + 1)) ++e;  // c = 1.f x 2^e
+  return uint16_t(((e + 127) << 7) | ((c << (7 - e)) & 0x7F));
+}
+
+// Q8B codes (numerics/q8b.h: sign-magnitude int8), a bf16 scale per 32-block.
+struct Q8bDec : SignMagDec {
+  Q8bDec() : SignMagDec(int_word) {}
+  // the two blocks' scales from their bf16 words (s0 | s1 << 16): lanes 0-7 s0, lanes 8-15 s1
+  static __m512 scales(uint32_t pair) {
+    const __m512i b = _mm512_set1_epi32(int(pair));
+    const __m512i up = _mm512_mask_slli_epi32(b, 0x00FF, b, 16);
+    return _mm512_castsi512_ps(_mm512_and_si512(up, _mm512_set1_epi32(int(0xFFFF0000u))));
   }
 };
 

@@ -208,6 +208,21 @@ struct Bf16Rows {
   }
 };
 
+// kQ8B: a requantized bf16 weight (numerics/q8b.h), decoded in element order to q x s (exact),
+// in the bf16-weight product (plain activation rows, fp32 out); row by row as Bf16Rows.
+template <class V>
+struct Q8bRows {
+  static constexpr int kUnit = 32, kAccs = 1, kGemvRows = Bf16Rows<V>::kGemvRows, kElemBytes = 1;
+  static int act_floats(int K) { return K; }
+  static int panel_len(int K) { return K; }
+  static void unit(const uint8_t* w, const uint8_t* ws, int K, int n, int u, typename V::F* out) {
+    uint16_t s;
+    std::memcpy(&s, ws + (size_t(n) * size_t(K / 32) + size_t(u)) * 2, 2);
+    V::dec_q8b(w + size_t(n) * size_t(K) + size_t(u) * 32,
+               __builtin_bit_cast(float, uint32_t(s) << 16), out);
+  }
+};
+
 // The decoders' lane order: order[i] = which element of a unit lands in slot i of the decoded
 // vectors, found by decoding synthetic units whose elements all decode differently.
 template <class V>
@@ -377,9 +392,9 @@ void gemv_tile(const float* x, int K, const uint8_t* w, const uint8_t* ws, int n
         prefetch_next_tile(w + Rows::unit_offset(K, n + r + 4 * R, u));
         Rows::fma_unit(w, ws, K, n + r, u, xr, acc[r]);
       } else {
-        static_assert(
-            (std::is_same_v<Rows, Bf16Rows<V>> || std::is_same_v<Rows, Fp8WRows<V>>)&&NA == 1,
-            "FP8 decode steps run gemv_fp8_tile");
+        static_assert((std::is_same_v<Rows, Bf16Rows<V>> || std::is_same_v<Rows, Fp8WRows<V>> ||
+                       std::is_same_v<Rows, Q8bRows<V>>)&&NA == 1,
+                      "FP8 decode steps run gemv_fp8_tile");
         F wv[NV];
         // two tiles ahead (measured slightly faster on the head's 2 KiB rows, gemm_bench
         // gemv_head)
@@ -605,6 +620,10 @@ void gemm_f32_exact(const float* act, int M, int K, const uint8_t* wb, const uin
 template <class V>
 GemmKernels fp8w_family() {
   return {Fp8WRows<V>::act_floats, prepare_fp8w<V>, gemm<V, Fp8WRows<V>, false>, 4};
+}
+template <class V>
+GemmKernels q8b_family() {
+  return {Q8bRows<V>::act_floats, prepare_f32, gemm<V, Q8bRows<V>, false>, 4};
 }
 GemmKernels f32_family() { return {act_floats_same, prepare_f32, gemm_f32_exact, 4}; }
 

@@ -131,6 +131,35 @@ struct DpMxfp4 {
     }
   };
 };
+// Q8B (numerics/q8b.h): sign-magnitude int8 codes, a bf16 scale per 32-block, every row its own
+// scales [N, K/32] (read with each unit, as FP4's).
+struct DpQ8b {
+  using Dec = Q8bDec;
+  static constexpr bool kScaled = true;
+  static constexpr int kPrefetch = 4096, kGemvRows = 8;
+  static size_t row_bytes(int K) { return size_t(K); }
+  static __m512 scales(const uint8_t* ws, int K, int n, int u) {
+    const uint16_t* s = reinterpret_cast<const uint16_t*>(ws) + size_t(n) * size_t(K / 32);
+    return Dec::scales(uint32_t(s[2 * u]) |
+                       (2 * u + 1 < K / 32 ? uint32_t(s[2 * u + 1]) << 16 : 0));
+  }
+  struct RowScales {
+    const uint8_t* ws;
+    int K, n = 0;
+    RowScales(const uint8_t* ws_, int K_) : ws(ws_), K(K_) {}
+    void row(int n_) { n = n_; }
+    template <class Whole>
+    __m512 unit(int u, Whole) const {
+      if constexpr (Whole::value) {  // both blocks there: one 32-bit load
+        uint32_t pair;
+        std::memcpy(&pair, ws + (size_t(n) * size_t(K / 32) + size_t(2 * u)) * 2, 4);
+        return Dec::scales(pair);
+      } else {
+        return scales(ws, K, n, u);
+      }
+    }
+  };
+};
 // where a format's scale codes are: the scale tensor, or (kScalesInBlocks) the weight's blocks
 template <class F>
 const uint8_t* scale_source(const uint8_t* w, const uint8_t* ws) {
@@ -507,6 +536,10 @@ GemmKernels mxfp4_family_dp() {
 }
 GemmKernels bf16_family_dp() {
   return {dp_act_floats<DpBf16>, prepare_dp<DpBf16, false>, gemm_dp<DpBf16, false>, 4};
+}
+// Q8B storage (a requantized bf16 weight), plain bf16 activations, fp32 out
+GemmKernels q8b_family_dp() {
+  return {dp_act_floats<DpQ8b>, prepare_dp<DpQ8b, false>, gemm_dp<DpQ8b, false>, 4};
 }
 // FP8 storage, plain bf16 activations (no act_quant), fp32 out
 GemmKernels fp8w_family_dp() {

@@ -142,6 +142,19 @@ struct V8 {
     out[2] = _mm256_castsi256_ps(_mm256_slli_epi32(b, 16));
     out[3] = _mm256_castsi256_ps(_mm256_and_si256(b, hi_mask));
   }
+  // 32 Q8B codes (numerics/q8b.h: sign-magnitude int8) -> q x s in element order (exact: 7 + 8
+  // significant bits)
+  static void dec_q8b(const uint8_t* p, float s, F* out) {
+    const __m256 sv = _mm256_set1_ps(s);
+    const __m256i mag = _mm256_set1_epi32(0x7F), sign = _mm256_set1_epi32(0x80);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i c =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * j)));
+      const __m256 m = _mm256_cvtepi32_ps(_mm256_and_si256(c, mag));
+      const __m256i sg = _mm256_slli_epi32(_mm256_and_si256(c, sign), 24);
+      out[j] = _mm256_mul_ps(_mm256_or_ps(m, _mm256_castsi256_ps(sg)), sv);
+    }
+  }
 };
 
 }  // namespace

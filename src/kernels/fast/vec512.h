@@ -70,6 +70,11 @@ struct V16 {
     V8::dec_bf16(p, h);
     join_block(h, out);
   }
+  static void dec_q8b(const uint8_t* p, float s, F* out) {
+    __m256 h[4];
+    V8::dec_q8b(p, s, h);
+    join_block(h, out);
+  }
 };
 
 }  // namespace

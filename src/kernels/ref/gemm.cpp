@@ -14,6 +14,7 @@
 #include "numerics/fmath.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
+#include "numerics/q8b.h"
 
 namespace cedar::kernels::ref {
 
@@ -196,6 +197,21 @@ void gemm_fp8w(const float* x, int M, int K, const uint8_t* w, const uint8_t* ws
     // ref: convert.py's dequantization to bf16 (weights.cpp dequant_fp8_to_bf16 did the same)
     for (int i = 0; i < K; ++i)
       wf[size_t(i)] = bf16_to_f32(f32_to_bf16_bits(L.e4m3[wr[i]] * L.ue8m0[sr[i / 32]]));
+    for (int m = 0; m < M; ++m)
+      out[size_t(m) * size_t(ldo) + size_t(n - n0)] =
+          fmath::round_sum(dot_lanes(x + size_t(m) * size_t(K), wf.data(), K));
+  }
+}
+
+CEDAR_MULTIVERSION
+void gemm_q8b(const float* x, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+              float* out, int ldo) {
+  const uint16_t* sc = reinterpret_cast<const uint16_t*>(ws);
+  std::vector<float> wf(static_cast<size_t>(K));
+  for (int n = n0; n < n1; ++n) {
+    const uint8_t* wr = w + size_t(n) * size_t(K);
+    const uint16_t* sr = sc + size_t(n) * size_t(K / kQ8bBlock);
+    for (int i = 0; i < K; ++i) wf[size_t(i)] = q8b_value(wr[i], sr[i / kQ8bBlock]);
     for (int m = 0; m < M; ++m)
       out[size_t(m) * size_t(ldo) + size_t(n - n0)] =
           fmath::round_sum(dot_lanes(x + size_t(m) * size_t(K), wf.data(), K));

@@ -46,6 +46,10 @@ void gemm_f32w(const float* x, int M, int K, const uint8_t* w, const uint8_t* un
 // values the reference's dequantization makes, then gemm_bf16w's sum.
 void gemm_fp8w(const float* x, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
                float* out, int ldo);
+// The bf16-weight product over Q8B storage (WeightFormat::kQ8B, numerics/q8b.h): each row's
+// exact values q x s, then gemm_bf16w's sum.
+void gemm_q8b(const float* x, int M, int K, const uint8_t* w, const uint8_t* ws, int n0, int n1,
+              float* out, int ldo);
 // The family of a ggml block format (WeightFormat kQ8_0 .. kIQ1_M; gemm_blocks.cpp): prepared as
 // FP8 rows, the weight decoded by its format's definition.
 GemmKernels block_family(WeightFormat f);

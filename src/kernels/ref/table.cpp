@@ -36,6 +36,7 @@ const KernelTable& table() {
     for (int f = int(WeightFormat::kQ8_0); f < int(WeightFormat::kMXFP4); ++f)
       k.gemm[f] = block_family(WeightFormat(f));
     k.gemm[int(WeightFormat::kMXFP4)] = {act_floats_quant, prepare_quant, mxfp4_gemm, 1};
+    k.gemm[int(WeightFormat::kQ8B)] = {act_floats_plain, prepare_plain, gemm_q8b, 1};
     return k;
   }();
   return t;

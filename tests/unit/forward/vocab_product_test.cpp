@@ -16,6 +16,7 @@
 #include "forward/linear.h"
 #include "kernels/kernel_table.h"
 #include "numerics/bf16.h"
+#include "numerics/q8b.h"
 
 namespace cedar {
 namespace {
@@ -150,6 +151,73 @@ TEST(VocabProduct, DistinctRowsRunWhole) {
     p.forward(ctx, x.data(), 3, b.data());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
   }
+}
+
+// --head-type q8: the rows that run (the distinct ones, or the whole weight) requantized to Q8B.
+// Every table computes the product of the Q8B values (the reference's exactly: linear() over a
+// bf16 weight holding those values, which are bf16-exact here), batch-invariant, and within one
+// Q8B step of the bf16 product per element.
+TEST(VocabProduct, Q8HeadIsTheProductOfTheRequantizedRows) {
+  ThreadPool pool(2);
+  const Ctx rctx{choose_kernels("ref"), pool};
+  const int K = 96;  // three blocks: a half-empty last unit in the dot-product table
+  for (const int used : {300, 100000}) {  // repeated rows (classes), and every row distinct
+    const int V = 2000;
+    std::vector<uint16_t> w = weight_with_shared_row(V, K, used, 21);
+    if (used > V)
+      for (int v = 0; v < V; ++v) w[size_t(v) * K] = f32_to_bf16_bits(float(v) * 1e-4f);
+    const Linear whole = bf16_linear(w, V, K);
+    const VocabProduct p(whole, HeadType::kQ8);
+    ASSERT_TRUE(p.requantized());
+    EXPECT_EQ(p.classes(), used < V);
+    // the requantized weight as bf16 values (q x s has at most 15 significant bits: compare
+    // against its exact fp32 sum instead where it is not bf16)
+    std::vector<float> wq(size_t(V) * K);
+    for (int v = 0; v < V; ++v) {
+      std::vector<uint8_t> codes(K);
+      std::vector<uint16_t> sc(K / 32);
+      q8b_quantize_row(w.data() + size_t(v) * K, K, codes.data(), sc.data());
+      for (int k = 0; k < K; ++k) {
+        wq[size_t(v) * K + k] = q8b_value(codes[size_t(k)], sc[size_t(k / 32)]);
+        const float orig = bf16_to_f32(w[size_t(v) * K + k]);
+        // within half a step of the bf16 value (the scale: the block max / 127, rounded up)
+        ASSERT_LE(std::fabs(wq[size_t(v) * K + k] - orig), 0.5f * bf16_to_f32(sc[size_t(k / 32)]));
+      }
+    }
+    const int m = 7;
+    const std::vector<float> x = bf16_rows(m, K, 23);
+    std::vector<double> exact(size_t(m) * V, 0.0), mag(exact.size(), 0.0);
+    for (int i = 0; i < m; ++i)
+      for (int v = 0; v < V; ++v)
+        for (int k = 0; k < K; ++k) {
+          const double t = double(x[size_t(i) * K + k]) * double(wq[size_t(v) * K + k]);
+          exact[size_t(i) * V + v] += t;
+          mag[size_t(i) * V + v] += std::fabs(t);
+        }
+    std::vector<float> ref_out(exact.size());
+    p.forward(rctx, x.data(), m, ref_out.data());
+    for (size_t i = 0; i < exact.size(); ++i)  // the reference: the exact sum, rounded once
+      ASSERT_EQ(ref_out[i], float(exact[i])) << i;
+    for (const KernelTable* k : supported_kernel_tables()) {
+      const Ctx ctx{*k, pool};
+      std::vector<float> all(exact.size());
+      p.forward(ctx, x.data(), m, all.data());
+      for (size_t i = 0; i < all.size(); ++i)
+        ASSERT_LE(std::fabs(double(all[i]) - exact[i]), mag[i] * 0x1p-14) << k->name << " " << i;
+      for (int rows : {1, 5}) {  // each row's bits whatever shares the call
+        std::vector<float> b(size_t(rows) * V);
+        p.forward(ctx, x.data(), rows, b.data());
+        EXPECT_EQ(0, std::memcmp(all.data(), b.data(), b.size() * sizeof(float)))
+            << k->name << " rows=" << rows;
+      }
+    }
+  }
+  // only a bf16 head is requantized, and only with whole 32-value blocks
+  const std::vector<uint16_t> w = weight_with_shared_row(64, 48, 10, 2);
+  EXPECT_FALSE(VocabProduct(bf16_linear(w, 64, 48), HeadType::kQ8).requantized());
+  EXPECT_EQ(parse_head_type("q8"), HeadType::kQ8);
+  EXPECT_EQ(parse_head_type("stored"), HeadType::kStored);
+  EXPECT_THROW(parse_head_type("q4"), std::runtime_error);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Every kernel table this CPU runs against "ref" for the GEMM families (docs/NUMERICS.md "Fast
 // kernels"): act_quant bit-exact; FP8/FP4 products (bf16 outputs) within one bf16 ulp and equal
-// for >= 99% of outputs; BF16/F32 products (fp32 outputs) within 2^-14 of sum |x w|, the bf16
-// product with lanes over outputs (bf16_lanes) too; and every table batch-invariant: a row's
+// for >= 99% of outputs; BF16/F32/FP8W/Q8B products (fp32 outputs) within 2^-14 of sum |x w|, the
+// bf16 product with lanes over outputs (bf16_lanes) too; and every table batch-invariant: a row's
 // outputs are bit-identical whatever rows and columns share the call.
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include "numerics/bf16.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
+#include "numerics/q8b.h"
 
 namespace cedar {
 namespace {
@@ -89,6 +90,23 @@ TestWeight make_weight(WeightFormat f, int N, int K, unsigned seed, int scale_lo
       std::memcpy(t.w.data(), t.value.data(), t.w.size());
       break;
     }
+    case WeightFormat::kQ8B: {  // a bf16 weight requantized (numerics/q8b.h)
+      const auto v = bf16_normal(size_t(N) * K, seed, 0.05f);
+      std::vector<uint16_t> b(v.size());
+      for (size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16_bits(v[i]);
+      t.w.resize(size_t(N) * K);
+      std::vector<uint16_t> sc(size_t(N) * (K / 32));
+      for (int n = 0; n < N; ++n)
+        q8b_quantize_row(b.data() + size_t(n) * K, K, t.w.data() + size_t(n) * K,
+                         sc.data() + size_t(n) * (K / 32));
+      t.s.resize(sc.size() * 2);
+      std::memcpy(t.s.data(), sc.data(), t.s.size());
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k)
+          t.value[size_t(n) * K + k] =
+              q8b_value(t.w[size_t(n) * K + k], sc[size_t(n) * (K / 32) + k / 32]);
+      break;
+    }
     default:  // the GGUF block formats: block_gemm_test.cpp
       ADD_FAILURE() << "make_weight: not a release format";
   }
@@ -117,6 +135,8 @@ const char* fmt_name(WeightFormat f) {
       return "bf16";
     case WeightFormat::kFP8W:
       return "fp8w";
+    case WeightFormat::kQ8B:
+      return "q8b";
     default:
       return "f32";
   }
@@ -156,7 +176,7 @@ TEST_P(FastGemm, CloseToRefPerFormat) {
   const KernelTable& k = *GetParam();
   const KernelTable& ref = kernels::ref::table();
   for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16,
-                         WeightFormat::kF32, WeightFormat::kFP8W}) {
+                         WeightFormat::kF32, WeightFormat::kFP8W, WeightFormat::kQ8B}) {
     for (int K : {32, 96, 1024}) {
       const int M = 5, N = 70;
       const TestWeight t = make_weight(f, N, K, unsigned(K) + unsigned(f) * 7);
@@ -218,7 +238,7 @@ void expect_batch_invariant(const KernelTable& k, WeightFormat f, int scale_lo, 
 
 TEST_P(FastGemm, BatchInvariant) {
   for (WeightFormat f : {WeightFormat::kFP8, WeightFormat::kFP4, WeightFormat::kBF16,
-                         WeightFormat::kF32, WeightFormat::kFP8W})
+                         WeightFormat::kF32, WeightFormat::kFP8W, WeightFormat::kQ8B})
     expect_batch_invariant(*GetParam(), f, 118, 12);
 }
 

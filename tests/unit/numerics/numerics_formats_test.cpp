@@ -8,6 +8,7 @@
 #include "numerics/bf16.h"
 #include "numerics/fp4.h"
 #include "numerics/fp8.h"
+#include "numerics/q8b.h"
 
 namespace cedar {
 namespace {
@@ -102,6 +103,44 @@ TEST(Ue8m0, DecodesPowersOfTwo) {
   EXPECT_EQ(ue8m0_to_f32(120), std::ldexp(1.0f, -7));
   EXPECT_TRUE(std::isnan(ue8m0_to_f32(255)));
   EXPECT_EQ(f32_pow2_to_ue8m0(std::ldexp(1.0f, -7)), 120);
+}
+
+// Q8B (numerics/q8b.h): the scale is the smallest bf16 value >= max|w| / 127, so the largest
+// magnitude never overflows and codes are within half a step of the value; an all-zero block has
+// scale 0 and zero codes; a block with a NaN or an infinity gets a NaN scale.
+TEST(Q8b, ScaleCoversTheBlockAndCodesRoundToNearest) {
+  std::vector<uint16_t> w(32);
+  for (int trial = 0; trial < 500; ++trial) {
+    const float mag = std::ldexp(1.0f, trial % 60 - 40);
+    for (int i = 0; i < 32; ++i)
+      w[size_t(i)] = f32_to_bf16_bits(mag * float((trial * 37 + i * 11) % 255 - 127) / 127.0f);
+    uint8_t codes[32];
+    const uint16_t sb = q8b_quantize_block(w.data(), 32, codes);
+    const float s = bf16_to_f32(sb);
+    float mx = 0.0f;
+    for (uint16_t b : w) mx = std::fmax(mx, std::fabs(bf16_to_f32(b)));
+    ASSERT_GE(s * 127.0f, mx) << trial;
+    if (mx > 0) {  // the smallest such scale
+      ASSERT_LT(bf16_to_f32(uint16_t(sb - 1)) * 127.0f, mx) << trial;
+    }
+    for (int i = 0; i < 32; ++i) {
+      const float v = bf16_to_f32(w[size_t(i)]);
+      ASSERT_LE(codes[i] & 0x7F, 127);
+      ASSERT_LE(std::fabs(q8b_value(codes[i], sb) - v), 0.5f * s) << trial << " " << i;
+      if (v < 0) {
+        ASSERT_TRUE(codes[i] & 0x80);
+      }
+    }
+  }
+  std::fill(w.begin(), w.end(), uint16_t(0));
+  uint8_t codes[32];
+  EXPECT_EQ(q8b_quantize_block(w.data(), 32, codes), 0);
+  for (uint8_t c : codes) EXPECT_EQ(c, 0);
+  w[5] = 0x7FC0;  // NaN
+  EXPECT_TRUE(std::isnan(bf16_to_f32(q8b_quantize_block(w.data(), 32, codes))));
+  w[5] = 0xFF80;  // -inf
+  EXPECT_TRUE(std::isnan(bf16_to_f32(q8b_quantize_block(w.data(), 32, codes))));
+  EXPECT_EQ(q8b_bytes(10, 64), 10 * 64 + 10 * 2 * 2);
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ int cmd_inspect(int argc, char** argv) {
        {"ctx", "", true, "--plan: tokens per sequence (default: the model's)"},
        {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp},
-       {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp}});
+       {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp},
+       {"head-type", "", true, std::string("--plan: ") + kHeadTypeHelp}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -146,6 +147,7 @@ int cmd_inspect(int argc, char** argv) {
                        {"ctx", p.ctx},
                        {"checkpoint", p.checkpoint},
                        {"dense", p.dense},
+                       {"head_copy", p.head_copy},
                        {"routed_experts", p.routed_experts},
                        {"engram_tables", p.engram_tables},
                        {"engram_streamed", p.engram_streamed},

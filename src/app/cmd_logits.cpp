@@ -78,6 +78,7 @@ int cmd_logits(int argc, char** argv) {
                  {"anchor", "", true, "the draft's anchor token (default: argmax)"},
                  {"kernels", "", true, kKernelsHelp},
                  {"gguf-requant", "", false, kGgufRequantHelp},
+                 {"head-type", "", true, kHeadTypeHelp},
                  {"image", "", true,
                   "comma-separated image files, one per image placeholder of the ids (each "
                   "expands to its image's span)"},
@@ -120,6 +121,7 @@ int cmd_logits(int argc, char** argv) {
   }
   if (args.has("decode")) chunk = 1;
   const KernelTable& kernels = choose_kernels(args.get("kernels", ""));
+  const HeadType head = parse_head_type(args.get("head-type", "stored"));
   const int threads = threads_option(args, "cedar logits");
 
   auto ckpt = Checkpoint::open(dir, {.blocks_in_place = !args.has("gguf-requant")});
@@ -133,7 +135,7 @@ int cmd_logits(int argc, char** argv) {
   if (!cfg.engram_layer_ids.empty())
     token_map = runtime::engram_token_map(*ckpt, runtime::load_tokenizer(*ckpt));
   ThreadPool pool(threads);
-  Transformer model(*ckpt, kernels, pool, std::move(token_map));
+  Transformer model(*ckpt, kernels, pool, std::move(token_map), head);
   std::unique_ptr<ExpertCache> experts;
   if (args.has("expert-slots")) {
     const long long slots = args.get_int("expert-slots", 0);

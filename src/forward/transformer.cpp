@@ -15,7 +15,7 @@ Transformer::Transformer(const Checkpoint& ckpt, const KernelTable& kernels, Thr
       k_(kernels),
       pool_(pool),
       w_(ModelWeights::bind(ckpt)),
-      head_(w_.lm_head, head),
+      head_(w_.lm_head, head, &pool),
       token_map_(std::move(engram_token_map)) {
   if (!cfg_.engram_layer_ids.empty()) {
     layout_ = EngramLayout::build(cfg_);

@@ -66,13 +66,14 @@ HeadType parse_head_type(std::string_view s) {
   throw std::runtime_error("--head-type must be stored or q8, got '" + std::string(s) + "'");
 }
 
-VocabProduct::VocabProduct(const Linear& w, HeadType type) : rows_(w.out), distinct_(w) {
+VocabProduct::VocabProduct(const Linear& w, HeadType type, ThreadPool* pool)
+    : rows_(w.out), distinct_(w) {
   if (w.kind != Linear::Kind::BF16) return;  // (only a bf16 head is requantized)
   const bool q8 = type == HeadType::kQ8 && w.in % kQ8bBlock == 0;
   const size_t rb = size_t(w.in) * 2;
   Distinct d = w.out < 8 ? Distinct{} : find_distinct(w.w, rb, w.out);
   if (d.first.empty()) {
-    if (q8) requantize();
+    if (q8) requantize(pool);
     return;
   }
   of_ = std::move(d.of);
@@ -85,7 +86,7 @@ VocabProduct::VocabProduct(const Linear& w, HeadType type) : rows_(w.out), disti
   distinct_.w = reinterpret_cast<const uint8_t*>(words_.data());
   ld_ = u;
   if (q8) {  // (the Q8B product runs through linear(): no lanes layout)
-    requantize();
+    requantize(pool);
     words_.clear();
     words_.shrink_to_fit();
   } else if (w.in % 2 == 0) {
@@ -106,14 +107,20 @@ VocabProduct::VocabProduct(const Linear& w, HeadType type) : rows_(w.out), disti
 }
 
 // distinct_ (bf16) -> its Q8B copy, which distinct_ then points at
-void VocabProduct::requantize() {
+void VocabProduct::requantize(ThreadPool* pool) {
   const int N = distinct_.out, K = distinct_.in;
   q8_codes_.resize(size_t(N) * size_t(K));
   q8_scales_.resize(size_t(N) * size_t(K / kQ8bBlock));
-  for (int n = 0; n < N; ++n)
-    q8b_quantize_row(distinct_.bf16() + size_t(n) * size_t(K), K,
-                     q8_codes_.data() + size_t(n) * size_t(K),
-                     q8_scales_.data() + size_t(n) * size_t(K / kQ8bBlock));
+  auto rows = [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      q8b_quantize_row(distinct_.bf16() + size_t(n) * size_t(K), K,
+                       q8_codes_.data() + size_t(n) * size_t(K),
+                       q8_scales_.data() + size_t(n) * size_t(K / kQ8bBlock));
+  };
+  if (pool)
+    pool->parallel_for(N, rows, 64);
+  else
+    rows(0, N);
   distinct_.kind = Linear::Kind::Q8B;
   distinct_.w = q8_codes_.data();
   distinct_.scale = reinterpret_cast<const uint8_t*>(q8_scales_.data());

@@ -30,7 +30,9 @@ class VocabProduct {
  public:
   // Looks for repeated rows of a bf16 weight (any other format runs whole); see vocab_product.cpp
   // for when it keeps a copy of the distinct rows. kQ8: the rows that run are requantized.
-  explicit VocabProduct(const Linear& w, HeadType type = HeadType::kStored);
+  // `pool` (optional) splits the requantization across threads.
+  explicit VocabProduct(const Linear& w, HeadType type = HeadType::kStored,
+                        ThreadPool* pool = nullptr);
 
   // out [m, w.out] = linear(x [m, w.in], w) in fp32 (LinearOut::kF32).
   void forward(const Ctx& ctx, const float* x, int m, float* out) const;
@@ -51,7 +53,7 @@ class VocabProduct {
  private:
   void expand(const Ctx& ctx, const float* d, int m, float* out) const;
 
-  void requantize();
+  void requantize(ThreadPool* pool);
 
   int rows_ = 0;
   Linear distinct_;  // the product that runs: the weight, or its distinct rows

@@ -19,7 +19,9 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opt) {
   e->kernels_ = &kernels;
   e->ckpt_ = Checkpoint::open(opt.model_dir, {.blocks_in_place = !opt.gguf_requant});
   const ModelConfig& cfg = e->ckpt_->config();
-  e->plan_ = plan_memory(*e->ckpt_, opt.memory);
+  MemoryRequest mem = opt.memory;
+  mem.q8_head = opt.head_type == HeadType::kQ8;
+  e->plan_ = plan_memory(*e->ckpt_, mem);
   if (!e->plan_.refusal.empty()) throw std::runtime_error(e->plan_.refusal);
 
   e->tok_ = std::make_unique<text::Tokenizer>(load_tokenizer(*e->ckpt_, opt.tokenizer_path));

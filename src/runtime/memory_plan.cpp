@@ -7,6 +7,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "numerics/q8b.h"
+
 namespace cedar::runtime {
 
 namespace {
@@ -18,7 +20,7 @@ constexpr int64_t kEngramRowCache = 64 * kMiB;
 // Under a budget: the Engram tables go to storage first, then the routed experts get what is
 // left (all mapped when they fit, else an expert cache); refused below the least a pass needs.
 void fit_budget(MemoryPlan& p) {
-  int64_t fixed = p.dense + p.kv + p.prefix_cache + p.workspace;
+  int64_t fixed = p.dense + p.head_copy + p.kv + p.prefix_cache + p.workspace;
   if (p.budget - fixed >= p.routed_experts + p.engram_tables) return;
   if (p.engram_tables > 0) {
     p.engram_streamed = true;
@@ -39,8 +41,10 @@ void fit_budget(MemoryPlan& p) {
                                            std::to_string(p.ctx) + " tokens " + format_bytes(p.kv);
   p.refusal =
       "memory: the plan needs " + format_bytes(fixed + least) + " (dense weights " +
-      format_bytes(p.dense) + ", " + kv + ", prefix cache " + format_bytes(p.prefix_cache) +
-      ", workspace " + format_bytes(p.workspace) +
+      format_bytes(p.dense) +
+      (p.head_copy > 0 ? ", head copy (--head-type q8) " + format_bytes(p.head_copy) : "") + ", " +
+      kv + ", prefix cache " + format_bytes(p.prefix_cache) + ", workspace " +
+      format_bytes(p.workspace) +
       (p.engram_streamed ? ", Engram row cache " + format_bytes(p.engram_cache) : "") +
       ", at least " + std::to_string(p.min_expert_slots) + " routed experts " +
       format_bytes(least) + ") but --mem-budget is " + format_bytes(p.budget) +
@@ -75,6 +79,11 @@ MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
   for (const auto& [name, b] : ck.block_weights())  // GGUF blocks: always in the file
     count(name, int64_t(b.nbytes), true);
   p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
+  if (r.q8_head)  // (VocabProduct requantizes a bf16 head of whole 32-value blocks)
+    if (auto h = ck.tensors().find("head.weight");
+        h != ck.tensors().end() && h->second.dtype == DType::BF16 && h->second.shape.size() == 2 &&
+        h->second.shape[1] % kQ8bBlock == 0)
+      p.head_copy = q8b_bytes(h->second.shape[0], h->second.shape[1]);
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)
     p.min_expert_slots = std::max(p.min_expert_slots, cfg.experts_per_tok_of(l));
@@ -142,6 +151,7 @@ std::string MemoryPlan::describe() const {
            (kv_shared ? ", a pool shared by the slots (requests admitted while their KV fits)"
                       : ""));
   line("prefix cache", prefix_cache);
+  if (head_copy > 0) line("head copy", head_copy, "--head-type q8");
   line("workspace", workspace, "estimate");
   line("resident", resident());
   if (!refusal.empty()) s += "  refused: " + refusal + "\n";

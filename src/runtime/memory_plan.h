@@ -28,6 +28,7 @@ struct MemoryRequest {
   int64_t prefix_cache = 0;  // bytes the in-memory prefix cache may hold
   int batch_rows = 512;      // token rows per forward pass (prefill chunk or batched rows)
   int64_t kv_pool = 0;       // bytes of KV shared by the slots; 0: each slot a full context
+  bool q8_head = false;      // --head-type q8: a Q8B copy of a bf16 head besides the mapped one
 };
 
 struct MemoryPlan {
@@ -46,6 +47,7 @@ struct MemoryPlan {
   bool kv_shared = false;  // kv < parallel * kv_per_sequence: requests are admitted by KV need
   int64_t prefix_cache = 0;
   int64_t workspace = 0;         // logits, activations and scratch of one pass (an estimate)
+  int64_t head_copy = 0;         // the head requantized at load (--head-type q8)
   int64_t expert_cache = 0;      // RAM for routed experts: routed_experts when they all fit
   bool streamed = false;         // routed experts read from storage into the expert cache
   int64_t engram_cache = 0;      // RAM for Engram rows: engram_tables when mapped
@@ -53,7 +55,7 @@ struct MemoryPlan {
   std::string refusal;           // empty: the plan fits
 
   int64_t resident() const {
-    return dense + kv + prefix_cache + workspace + expert_cache + engram_cache;
+    return dense + head_copy + kv + prefix_cache + workspace + expert_cache + engram_cache;
   }
   // The plan as `cedar inspect --plan` prints it (one item a line, sizes in MiB/GiB).
   std::string describe() const;

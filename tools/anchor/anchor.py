@@ -244,16 +244,19 @@ def main():
         base = test[:-4] if test.endswith(" ced") else test
         return dict(rows).get(base, {}).get(engine)
 
-    head = f"{'test (tok/s unless named)':<26}" + "".join(f"{n:>14}" for n in names)
-    pairs = [(c, n) for c in cedars for n in others]
-    head += "".join(f"{c + '/' + n.split('.')[0]:>22}" for c, n in pairs)
+    pairs = [(c, n, c + "/" + n.split(".")[0]) for c in cedars for n in others]
+    widths = {n: max(14, len(n) + 2) for n in names}
+    head = f"{'test (tok/s unless named)':<26}" + "".join(f"{n:>{widths[n]}}" for n in names)
+    head += "".join(f"{label:>{len(label) + 3}}" for _, _, label in pairs)
     print(head)
     for t, vals in rows:
         line = f"{t:<26}" + "".join(
-            f"{vals[n]:>14.2f}" if vals[n] is not None else f"{'-':>14}" for n in names)
-        for c, n in pairs:
+            f"{vals[n]:>{widths[n]}.2f}" if vals[n] is not None else f"{'-':>{widths[n]}}"
+            for n in names)
+        for c, n, label in pairs:
             other, mine = ref_value(t, n), vals[c]
-            line += (f"{mine / other:>21.2f}x" if other and mine else f"{'-':>22}")
+            w = len(label) + 3
+            line += (f"{mine / other:>{w - 1}.2f}x" if other and mine else f"{'-':>{w}}")
         print(line)
     contams = [x["contamination"] for x in log]
     print(f"{a.rounds} rounds interleaved, {a.threads} threads, medians; "

@@ -80,6 +80,22 @@ struct DpFp8 {
     }
   };
 };
+// The scale vectors of a format whose every row has its own scales, read with each unit:
+// F::whole_scales for a whole unit (one load), F::scales for the row's short last one.
+template <class F>
+struct PerRowScales {
+  const uint8_t* ws;
+  int K, n = 0;
+  PerRowScales(const uint8_t* ws_, int K_) : ws(ws_), K(K_) {}
+  void row(int n_) { n = n_; }
+  template <class Whole>
+  __m512 unit(int u, Whole) const {
+    if constexpr (Whole::value)
+      return F::whole_scales(ws, K, n, u);
+    else
+      return F::scales(ws, K, n, u);
+  }
+};
 struct DpFp4 {
   using Dec = Fp4Dec;
   static constexpr bool kScaled = true;
@@ -89,20 +105,11 @@ struct DpFp4 {
     const int nb = K / 32;
     return Dec::scales(ws + size_t(n) * size_t(nb) + size_t(4 * u), std::min(4, nb - 4 * u));
   }
-  // every row has its own scales: read with each unit
-  struct RowScales {
-    const uint8_t* ws;
-    int K, n = 0;
-    RowScales(const uint8_t* ws_, int K_) : ws(ws_), K(K_) {}
-    void row(int n_) { n = n_; }
-    template <class Whole>
-    __m512 unit(int u, Whole) const {
-      if constexpr (Whole::value)
-        return Dec::scales4(ws + size_t(n) * size_t(K / 32) + size_t(4 * u));
-      else
-        return scales(ws, K, n, u);
-    }
-  };
+  // a whole unit's four codes in one load
+  static __m512 whole_scales(const uint8_t* ws, int K, int n, int u) {
+    return Dec::scales4(ws + size_t(n) * size_t(K / 32) + size_t(4 * u));
+  }
+  using RowScales = PerRowScales<DpFp4>;
 };
 // FP4 weights stored as ggml MXFP4 blocks: DpFp4's words, scales and arithmetic (so its bits),
 // read from the blocks, which hold the scale codes too (the `ws` the kernel gets is ignored).
@@ -143,22 +150,13 @@ struct DpQ8b {
     return Dec::scales(uint32_t(s[2 * u]) |
                        (2 * u + 1 < K / 32 ? uint32_t(s[2 * u + 1]) << 16 : 0));
   }
-  struct RowScales {
-    const uint8_t* ws;
-    int K, n = 0;
-    RowScales(const uint8_t* ws_, int K_) : ws(ws_), K(K_) {}
-    void row(int n_) { n = n_; }
-    template <class Whole>
-    __m512 unit(int u, Whole) const {
-      if constexpr (Whole::value) {  // both blocks there: one 32-bit load
-        uint32_t pair;
-        std::memcpy(&pair, ws + (size_t(n) * size_t(K / 32) + size_t(2 * u)) * 2, 4);
-        return Dec::scales(pair);
-      } else {
-        return scales(ws, K, n, u);
-      }
-    }
-  };
+  // both blocks there: one 32-bit load
+  static __m512 whole_scales(const uint8_t* ws, int K, int n, int u) {
+    uint32_t pair;
+    std::memcpy(&pair, ws + (size_t(n) * size_t(K / 32) + size_t(2 * u)) * 2, 4);
+    return Dec::scales(pair);
+  }
+  using RowScales = PerRowScales<DpQ8b>;
 };
 // where a format's scale codes are: the scale tensor, or (kScalesInBlocks) the weight's blocks
 template <class F>

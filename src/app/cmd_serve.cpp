@@ -61,9 +61,10 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
               e.options().model_dir.c_str());
   std::printf(
       "cedar serve: %.2fB parameters (%.2fB active per generated token), %d layers, "
-      "%.2f GiB of weights mapped\n",
+      "%.2f GiB of weights mapped%s\n",
       double(pc.total()) * 1e-9, double(pc.active_generated) * 1e-9, mc.num_hidden_layers,
-      double(weight_bytes) / double(1ull << 30));
+      double(weight_bytes) / double(1ull << 30),
+      e.model().head().requantized() ? ", the head requantized to 8 bits (--head-type q8)" : "");
   std::printf(
       "cedar serve: context %lld per request, %d slots, %d forward threads, prefix cache "
       "%s, API key %s, request log %s\n",

@@ -144,15 +144,17 @@ struct V8 {
   }
   // 32 Q8B codes (numerics/q8b.h: sign-magnitude int8) -> q x s in element order (exact: 7 + 8
   // significant bits)
+  // (the codes become two's complement bytes first -- |q| negated where the sign bit is set, by
+  // VPSIGNB, which gives the code -0 as +0: no sum differs, every accumulator starts at +0 --
+  // then widen, convert, scale)
   static void dec_q8b(const uint8_t* p, float s, F* out) {
     const __m256 sv = _mm256_set1_ps(s);
-    const __m256i mag = _mm256_set1_epi32(0x7F), sign = _mm256_set1_epi32(0x80);
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i q = _mm256_sign_epi8(_mm256_and_si256(b, _mm256_set1_epi8(0x7F)), b);
+    const __m128i half[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
     for (int j = 0; j < 4; ++j) {
-      const __m256i c =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * j)));
-      const __m256 m = _mm256_cvtepi32_ps(_mm256_and_si256(c, mag));
-      const __m256i sg = _mm256_slli_epi32(_mm256_and_si256(c, sign), 24);
-      out[j] = _mm256_mul_ps(_mm256_or_ps(m, _mm256_castsi256_ps(sg)), sv);
+      const __m128i h = j % 2 ? _mm_srli_si128(half[j / 2], 8) : half[j / 2];
+      out[j] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(h)), sv);
     }
   }
 };

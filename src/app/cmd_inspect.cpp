@@ -15,6 +15,7 @@
 #include "app/inspect_gguf.h"
 #include "app/load_model.h"
 #include "base/args.h"
+#include "forward/vocab_product.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gguf.h"
@@ -138,9 +139,11 @@ int cmd_inspect(int argc, char** argv) {
     const long long cache = args.get_int("cache-ram", 0);
     if (parallel < 1 || parallel > (1 << 20) || ctx < 0 || cache < 0)
       throw std::runtime_error("--parallel, --ctx and --cache-ram must be positive integers");
-    const runtime::MemoryPlan p =
-        runtime::plan_memory(*ck, memory_request(args, int(parallel), ctx, int64_t(cache) << 20,
-                                                 runtime::MemoryRequest{}.batch_rows));
+    runtime::MemoryRequest req = memory_request(args, int(parallel), ctx, int64_t(cache) << 20,
+                                                runtime::MemoryRequest{}.batch_rows);
+    // (run, serve and bench: Engine::load sets it from EngineOptions::head_type)
+    req.q8_head = parse_head_type(args.get("head-type", "stored")) == HeadType::kQ8;
+    const runtime::MemoryPlan p = runtime::plan_memory(*ck, req);
     if (args.has("json")) {
       const json pj = {{"budget", p.budget},
                        {"parallel", p.parallel},

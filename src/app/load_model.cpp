@@ -55,7 +55,6 @@ runtime::MemoryRequest memory_request(const Args& args, int parallel, int64_t ct
   if (args.has("mem-budget"))
     r.budget = runtime::parse_size(args.get("mem-budget"), "--mem-budget");
   if (args.has("kv-ram")) r.kv_pool = runtime::parse_size(args.get("kv-ram"), "--kv-ram");
-  r.q8_head = args.has("head-type") && parse_head_type(args.get("head-type")) == HeadType::kQ8;
   r.parallel = parallel;
   r.ctx = ctx;
   r.prefix_cache = prefix_cache_bytes;

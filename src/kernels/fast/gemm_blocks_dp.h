@@ -107,14 +107,10 @@ struct RegisterUnits {
   int K;
   template <class F, class G>
   void each(F&& f, G&& g) const {
-    // one prefetch per 64-byte line, 2 KiB ahead: blocks are not whole lines (Q4_K's 144 bytes
-    // skipped every other line with one per block: measured 32 -> 55 GFLOP/s from DRAM, 1
-    // thread, gemm_bench q4_k/t1/gemv)
-    const uint8_t* ahead = row + 2048;
+    const uint8_t* ahead = row + kBlockPrefetch;
     for (int b = 0; b < K / D::kElems; ++b) {
       const uint8_t* bp = row + size_t(b) * D::kBytes;
-      for (; ahead < bp + 2048 + D::kBytes; ahead += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      prefetch_lines(ahead, bp + kBlockPrefetch + D::kBytes);
       const typename D::Header h = dec.header(bp);
       CEDAR_UNROLL for (int c = 0; c < D::kElems / 64; ++c) {
         __m512i w[2];

@@ -34,11 +34,10 @@ void gemv_blocks_fused_rows(const float* act, int K, const uint8_t* wr, float* o
   static_assert(kElems / V::N % 2 == 0);
   F acc[R][2];
   CEDAR_UNROLL for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = V::zero();
-  const uint8_t* ahead = wr + 2048;  // one prefetch per line, 2 KiB ahead (gemm_blocks_dp.h)
+  const uint8_t* ahead = wr + kBlockPrefetch;
   for (int b = 0; b < K / kElems; ++b) {
     const uint8_t* bp = wr + size_t(b) * kBytes;
-    for (; ahead < bp + 2048 + kBytes; ahead += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+    prefetch_lines(ahead, bp + kBlockPrefetch + kBytes);
     const typename D::Header h = D::header(bp);
     // (unrolled whole -- 32 vectors for a 256-value block at eight lanes: a loop would index the
     // accumulators and the header at run time, out of registers)

@@ -18,12 +18,12 @@
 #include <vector>
 
 #include "app/commands.h"
-#include "app/line_reader.h"
 #include "app/load_model.h"
 #include "app/ranks.h"
 #include "app/read_file.h"
+#include "app/run_chat.h"
+#include "app/run_output.h"
 #include "base/args.h"
-#include "base/progress.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/prefix_cache.h"
@@ -39,7 +39,6 @@ using runtime::GenerationOptions;
 using runtime::GenerationResult;
 using runtime::Generator;
 using text::ojson;
-using text::ParseEvent;
 
 // A bad flag or value: exit status 2 (a usage error), unlike runtime failures (1).
 struct UsageError : std::runtime_error {
@@ -48,86 +47,6 @@ struct UsageError : std::runtime_error {
 
 std::atomic<bool> g_interrupt{false};
 extern "C" void on_sigint(int) { g_interrupt.store(true); }
-
-// Streams parser events to stdout: reasoning dimmed on a terminal (or between <think> lines when
-// piped), then the content; tool calls as "[tool call NAME] ARGS".
-class Printer {
- public:
-  explicit Printer(bool tty) : tty_(tty) {}
-
-  void event(const ParseEvent& e) {
-    switch (e.kind) {
-      case ParseEvent::Kind::kReasoningDelta:
-        if (!in_reasoning_) {
-          std::fputs(tty_ ? "\x1b[2m" : "<think>\n", stdout);
-          in_reasoning_ = true;
-        }
-        put(e.text);
-        break;
-      case ParseEvent::Kind::kContentDelta:
-        end_reasoning();
-        put(e.text);
-        break;
-      case ParseEvent::Kind::kToolCallBegin:
-        end_reasoning();
-        std::fprintf(stdout, "%s[tool call %s] ", at_line_start_ ? "" : "\n", e.name.c_str());
-        at_line_start_ = false;
-        break;
-      case ParseEvent::Kind::kToolCallArguments:
-        put(e.text);
-        break;
-      case ParseEvent::Kind::kToolCallEnd:
-        put("\n");
-        break;
-    }
-    std::fflush(stdout);
-  }
-
-  void finish() {
-    end_reasoning();
-    if (!at_line_start_) put("\n");
-    std::fflush(stdout);
-  }
-
- private:
-  void put(const std::string& s) {
-    if (s.empty()) return;
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    at_line_start_ = s.back() == '\n';
-  }
-  void end_reasoning() {
-    if (!in_reasoning_) return;
-    in_reasoning_ = false;
-    if (tty_) {
-      std::fputs("\x1b[0m", stdout);
-      if (!at_line_start_) put("\n");
-    } else {
-      put(at_line_start_ ? "</think>\n" : "\n</think>\n");
-    }
-  }
-
-  bool tty_;
-  bool in_reasoning_ = false;
-  bool at_line_start_ = true;
-};
-
-void print_stats(const GenerationResult& r, const runtime::PrefixCache* cache) {
-  const double pf = r.prefill_seconds > 0 ? double(r.prefill_computed) / r.prefill_seconds : 0.0;
-  const double dc =
-      r.decode_seconds > 0 ? double(r.usage.completion_tokens) / r.decode_seconds : 0.0;
-  std::fprintf(stderr,
-               "cedar run: prompt %lld tokens (%lld cached), prefill %.1f tok/s, decode %.1f "
-               "tok/s, %lld tokens, finish %s\n",
-               (long long)r.usage.prompt_tokens, (long long)r.usage.cached_tokens, pf, dc,
-               (long long)r.usage.completion_tokens, runtime::finish_reason_name(r.finish));
-  if (cache != nullptr) {
-    const runtime::RestoreInfo ri = cache->last_restore();
-    if (ri.source != runtime::RestoreInfo::Source::kNone && ri.tokens > 0)
-      std::fprintf(stderr, "cedar run: prefix cache hit (%s): %lld tokens%s, %.3f s\n",
-                   runtime::source_name(ri.source), (long long)ri.tokens,
-                   ri.replayed ? ", window rebuilt by bounded replay" : "", ri.seconds);
-  }
-}
 
 long long int_flag(const Args& a, const char* name, long long def, long long lo, long long hi,
                    const char* range) {
@@ -161,6 +80,7 @@ struct RunConfig {
   runtime::EngineOptions engine;
   GenerationOptions gen;
   bool interactive = true;
+  bool hide_thinking = false;
   std::string prompt;
   std::string system;
   bool raw = false;
@@ -203,9 +123,15 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
             with_rank_options(
                 {{"model", "m", true,
                   "model directory or GGUF file (default: the embedded default model)"},
-                 {"prompt", "p", true, "one-shot prompt (absent: interactive chat on stdin)"},
-                 {"file", "f", true, "one-shot prompt read from a file"},
-                 {"n-predict", "n", true, "max completion tokens (default 256; -1: until ctx)"},
+                 {"prompt", "p", true,
+                  "one-shot prompt (absent: a chat on a terminal; stdin that is not a terminal is "
+                  "read as one prompt)"},
+                 {"file", "f", true, "one-shot prompt read from a file (-: standard input)"},
+                 {"interactive", "i", false,
+                  "chat even when stdin is not a terminal (one turn per line, for scripts)"},
+                 {"n-predict", "n", true,
+                  "max completion tokens, reasoning included (default 32768, as the server's; "
+                  "-1: until the context is full)"},
                  {"ctx-size", "c", true, "context size, prompt + completion (default: model)"},
                  {"threads", "t", true, "worker threads (default: all cores)"},
                  {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
@@ -219,10 +145,15 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                   "one-shot prompts)"},
                  {"think", "", true, "thinking on with reasoning effort 1..100 (default 75)"},
                  {"nothink", "", false, "thinking off"},
+                 {"hide-thinking", "", false,
+                  "do not print the reasoning (it is still generated and counted)"},
                  {"system", "", true, "system message"},
                  {"raw", "", false, "plain-text prompt (BOS + BPE), unparsed output"},
                  {"exact-prefill", "", false, "every layer on every prompt row (default: CED)"},
                  {"chunk", "", true, "prefill chunk size in tokens (default 512)"},
+                 {"cache-ram", "", true,
+                  "prefix cache memory in MiB: each chat turn reuses the last prompt's state "
+                  "(default 2048; 0: off)"},
                  {"cache-dir", "", true, "persistent prefix cache directory (default: none)"},
                  {"cache-interval", "", true, "cache a prompt unit every N tokens (1024)"},
                  {"cache-window", "", false, "cache units keep the window (exact restore)"},
@@ -259,7 +190,11 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->engine.threads = threads_option(args, "cedar run");
   rc->engine.kernels = args.get("kernels", "");
   rc->engine.gguf_requant = args.has("gguf-requant");
-  rc->engine.head_type = parse_head_type(args.get("head-type", "stored"));
+  try {
+    rc->engine.head_type = parse_head_type(args.get("head-type", "stored"));
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
   // a rank reads its layers' pages as it uses them, not the whole checkpoint
   rc->prefetch = !args.has("no-prefetch") && !args.has("ranks");
   try {
@@ -269,21 +204,38 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   }
 
   if (args.has("prompt") && args.has("file")) throw UsageError("give only one of -p and -f");
+  if (args.has("interactive") && (args.has("prompt") || args.has("file")))
+    throw UsageError("-i (--interactive) reads the chat from stdin: not with -p or -f");
+  // where the prompt comes from: -p, -f FILE, -f - or stdin that is not a terminal (one
+  // prompt, as `cat notes.txt | cedar run` means), else a chat
+  const bool piped = isatty(fileno(stdin)) == 0 && !args.has("interactive");
+  const std::string file = args.has("file")               ? args.get("file")
+                           : piped && !args.has("prompt") ? "-"
+                                                          : "";
+  rc->interactive = !args.has("prompt") && file.empty();
   if (args.has("prompt")) {
-    rc->interactive = false;
     rc->prompt = args.get("prompt");
-  } else if (args.has("file")) {
-    rc->interactive = false;
-    std::ifstream in(args.get("file"), std::ios::binary);
-    if (!in) throw UsageError("option --file " + args.get("file") + ": cannot open");
+  } else if (file == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    rc->prompt = ss.str();
+  } else if (!file.empty()) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw UsageError("option --file " + file + ": cannot open");
     std::stringstream ss;
     ss << in.rdbuf();
     rc->prompt = ss.str();
   }
-  if (!rc->interactive && rc->prompt.empty()) throw UsageError("the prompt is empty");
+  if (!rc->interactive && rc->prompt.empty())
+    throw UsageError(args.has("prompt") || args.has("file")
+                         ? "the prompt is empty"
+                         : "stdin is not a terminal and holds no prompt (pipe one in, give -p "
+                           "TEXT, or -i for a chat read from stdin)");
+  rc->hide_thinking = args.has("hide-thinking");
 
   GenerationOptions& g = rc->gen;
-  const long long n = int_flag(args, "n-predict", 256, -1, LLONG_MAX, "-1 or a positive integer");
+  const long long n = int_flag(args, "n-predict", runtime::kDefaultMaxTokens, -1, LLONG_MAX,
+                               "-1 or a positive integer");
   if (n == 0) throw UsageError("option --n-predict must be -1 or a positive integer, got 0");
   g.max_tokens = n;
   g.ctx_size = int_flag(args, "ctx-size", 0, 0, LLONG_MAX, ">= 0");
@@ -315,6 +267,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   if (!args.has("cache-dir") && (args.has("cache-interval") || args.has("cache-window")))
     throw UsageError("--cache-interval / --cache-window need --cache-dir");
   rc->cache.disk_dir = rc->cache_dir;
+  rc->cache.memory_bytes = uint64_t(int_flag(args, "cache-ram", 2048, 0, 1ll << 30, ">= 0 (MiB)"))
+                           << 20;
   rc->cache.interval = int_flag(args, "cache-interval", 1024, 0, LLONG_MAX, ">= 0");
   rc->cache.store_window = args.has("cache-window");
   rc->raw = args.has("raw");
@@ -323,7 +277,8 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     throw UsageError("--think and --nothink exclude each other");
   rc->effort = int(int_flag(args, "think", 75, 1, 100, "between 1 and 100"));
   rc->thinking = !args.has("nothink");
-  if (rc->raw && rc->interactive) throw UsageError("--raw needs a one-shot prompt (-p or -f)");
+  if (rc->raw && rc->interactive)
+    throw UsageError("--raw needs a one-shot prompt (-p, -f or stdin)");
   if (!rc->images.empty() && (rc->raw || rc->interactive))
     throw UsageError("--image needs a one-shot chat prompt (-p or -f, not --raw)");
   if (rc->raw && (args.has("think") || args.has("nothink") || args.has("system")))
@@ -333,107 +288,6 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     throw UsageError("--ranks runs text without --speculative dspark, --cache-dir or --image");
   rc->args = std::make_shared<const Args>(args);
   return true;
-}
-
-ojson chat_body(const ojson& messages, bool thinking, int effort) {
-  ojson body = ojson::object();
-  body["messages"] = messages;
-  body["thinking"] = ojson{{"type", thinking ? "enabled" : "disabled"}};
-  body["reasoning_effort"] = effort;
-  return body;
-}
-
-GenerationResult run_turn(Generator& gen, const runtime::PrefixCache* cache,
-                          const runtime::Prompt& prompt, GenerationOptions opt, bool parse) {
-  opt.parse_output = parse;
-  opt.parser.start = prompt.start;
-  opt.cancel = &g_interrupt;
-  Printer printer(isatty(fileno(stdout)) != 0);
-  g_interrupt.store(false);
-  runtime::GenerationCallbacks cb;
-  cb.on_event = [&](const ParseEvent& e) { printer.event(e); };
-  // a long prefill shows its progress on the terminal (after half a second; cleared after)
-  ProgressBar bar("prefill", int64_t(prompt.ids.size()), "tokens");
-  cb.on_prefill = [&](int64_t done, int64_t) { bar.update(done); };
-  cb.on_token = [&](int32_t) { bar.finish(); };
-  GenerationResult r = gen.generate(prompt.ids, opt, cb);
-  bar.finish();
-  printer.finish();
-  print_stats(r, cache);
-  return r;
-}
-
-constexpr const char* kChatHelp =
-    "  /think [N]   thinking on, reasoning effort N in 1..100 (default 75)\n"
-    "  /nothink     thinking off\n"
-    "  /reset       forget the conversation\n"
-    "  /help        this list\n"
-    "  /exit        leave (also Ctrl-D)\n"
-    "  a line ending in \\ continues on the next; a line of \"\"\" starts and ends a "
-    "multi-line message\n"
-    "  on a terminal: arrow keys edit and recall, Ctrl-R searches the history "
-    "($CEDAR_HISTORY, default ~/.cedar_history)\n";
-
-int interactive(Engine& engine, runtime::PrefixCache* cache, const RunConfig& rc) {
-  Generator gen(engine, cache);
-  ojson history = ojson::array();
-  if (!rc.system.empty()) history.push_back(ojson{{"role", "system"}, {"content", rc.system}});
-  const ojson base = history;
-  bool thinking = rc.thinking;
-  int effort = rc.effort;
-  LineReader reader(isatty(fileno(stdin)) != 0);
-  std::fprintf(stderr, "cedar run: chat with %s (%d threads). /help for commands\n",
-               rc.engine.model_dir.c_str(), engine.threads());
-  for (;;) {
-    const std::optional<std::string> got = reader.next();
-    if (!got) break;
-    const std::string& line = *got;
-    if (line.empty()) continue;
-    if (line[0] == '/') {
-      std::istringstream cmd(line);
-      std::string word;
-      cmd >> word;
-      if (word == "/exit" || word == "/quit") break;
-      if (word == "/help" || word == "/?") {
-        std::fprintf(stderr, "%s", kChatHelp);
-      } else if (word == "/nothink") {
-        thinking = false;
-        std::fprintf(stderr, "thinking off\n");
-      } else if (word == "/think") {
-        std::string v;
-        cmd >> v;
-        char* end = nullptr;
-        const long e = v.empty() ? 75 : std::strtol(v.c_str(), &end, 10);
-        if ((!v.empty() && *end != '\0') || e < 1 || e > 100) {
-          std::fprintf(stderr, "/think takes an effort between 1 and 100\n");
-          continue;
-        }
-        thinking = true;
-        effort = int(e);
-        std::fprintf(stderr, "thinking on, effort %d\n", effort);
-      } else if (word == "/reset") {
-        history = base;
-        gen.reset();
-        std::fprintf(stderr, "history cleared\n");
-      } else {
-        std::fprintf(stderr, "unknown command %s (/help lists them)\n", word.c_str());
-      }
-      continue;
-    }
-    ojson turn = history;
-    turn.push_back(ojson{{"role", "user"}, {"content", line}});
-    runtime::Prompt prompt;
-    try {
-      prompt = engine.render_request(chat_body(turn, thinking, effort));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "cedar run: %s\n", e.what());
-      continue;
-    }
-    GenerationResult r = run_turn(gen, cache, prompt, rc.gen, true);
-    history = std::move(turn);
-    history.push_back(ojson(r.message.to_openai()));
-  }
-  return 0;
 }
 
 }  // namespace
@@ -469,16 +323,29 @@ int cmd_run(int argc, char** argv) {
   }
   rc.gen.speculative.enabled =
       rc.speculative.empty() ? has_drafter && !ranks : rc.speculative == "dspark";
+  // The prefix cache: a chat keeps each turn's prompt-end state in memory (as the server does),
+  // so the next turn reuses it in both thinking modes; --cache-dir adds the disk tier.
   std::unique_ptr<runtime::PrefixCache> cache;
-  if (!rc.cache_dir.empty()) cache = std::make_unique<runtime::PrefixCache>(*engine, rc.cache);
-  // Ctrl-C cancels the running generation (checked between steps). No SA_RESTART: at the chat
-  // prompt it interrupts the read, which ends the session.
+  const bool chat_cache = rc.interactive && rc.cache.memory_bytes > 0 && !ranks;
+  if (!rc.cache_dir.empty() || chat_cache)
+    cache = std::make_unique<runtime::PrefixCache>(*engine, rc.cache);
+  // Ctrl-C sets the flag: a generation stops between steps; at the chat prompt it interrupts
+  // the read (no SA_RESTART), which drops the line being typed.
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
-  if (rc.interactive) return interactive(*engine, cache.get(), rc);
+  if (rc.interactive) {
+    ChatSettings cs;
+    cs.gen = rc.gen;
+    cs.thinking = rc.thinking;
+    cs.effort = rc.effort;
+    cs.system = rc.system;
+    cs.hide_thinking = rc.hide_thinking;
+    cs.model_name = rc.engine.model_dir;
+    return run_chat(*engine, cache.get(), cs, isatty(fileno(stdin)) != 0, &g_interrupt);
+  }
 
   Generator gen(*engine, cache.get());
   runtime::Prompt prompt;
@@ -503,8 +370,12 @@ int cmd_run(int argc, char** argv) {
   const std::vector<PromptImage> images =
       attach_images(engine->config(), &prompt.ids, bytes);  // the spans' ids, the patches
   rc.gen.images = images;
-  run_turn(gen, cache.get(), prompt, rc.gen, !rc.raw);
-  return 0;
+  TurnOutput out;
+  out.parse = !rc.raw;
+  out.hide_thinking = rc.hide_thinking;
+  const GenerationResult r = run_turn(gen, cache.get(), prompt, rc.gen, out, &g_interrupt, "-n N");
+  // an interrupted one-shot run exits as a shell expects of Ctrl-C (128 + SIGINT)
+  return r.finish == runtime::FinishReason::kCancelled ? 130 : 0;
 }
 
 }  // namespace cedar::app

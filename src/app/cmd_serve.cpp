@@ -173,7 +173,7 @@ int cmd_serve(int argc, char** argv) {
   cfg.keepalive_ms = int(count_or_default(args, "keepalive-ms", 2000, 600000));
   cfg.request_timeout_s = positive(args, "request-timeout", 0, 1ll << 31);
   cfg.max_body_bytes = size_t(count_or_default(args, "max-body", 16ll << 20, 1ll << 34));
-  cfg.default_max_tokens = positive(args, "max-tokens", 32768, 1ll << 40);
+  cfg.default_max_tokens = positive(args, "max-tokens", runtime::kDefaultMaxTokens, 1ll << 40);
   cfg.log_format = server::parse_log_format(args.get("log-format", "text"));
   cfg.cors_origin = args.get("cors", "");
   if (args.has("allowed-hosts"))

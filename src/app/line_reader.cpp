@@ -20,7 +20,8 @@ std::string history_file() {
 
 }  // namespace
 
-LineReader::LineReader(bool terminal) : terminal_(terminal) {
+LineReader::LineReader(bool terminal, std::atomic<bool>* interrupt)
+    : terminal_(terminal), interrupt_(interrupt) {
   if (!terminal_) return;
   history_path_ = history_file();
   using_history();
@@ -39,7 +40,13 @@ std::optional<std::string> LineReader::line(const char* prompt) {
     if (!s.empty() && s.back() == '\r') s.pop_back();
     return s;
   }
+  if (interrupt_ != nullptr) interrupt_->store(false);  // (a stopped answer set it)
   char* p = readline(prompt);
+  if (!p && interrupt_ != nullptr && interrupt_->exchange(false)) {
+    std::fputs("^C\n", stdout);  // Ctrl-C: the line is dropped, not the chat
+    dropped_ = true;
+    return std::string();
+  }
   if (!p) return std::nullopt;  // Ctrl-D
   std::string s(p);
   std::free(p);
@@ -47,6 +54,7 @@ std::optional<std::string> LineReader::line(const char* prompt) {
 }
 
 std::optional<std::string> LineReader::next() {
+  dropped_ = false;
   auto first = line("> ");
   if (!first) return std::nullopt;
   std::string turn;
@@ -54,6 +62,7 @@ std::optional<std::string> LineReader::next() {
     // a block: everything up to the closing """ (or the end of the input)
     for (bool start = true;; start = false) {
       auto l = line("... ");
+      if (dropped_) return std::string();
       if (!l || *l == "\"\"\"") break;
       if (!start) turn += '\n';
       turn += *l;
@@ -63,6 +72,7 @@ std::optional<std::string> LineReader::next() {
     while (!turn.empty() && turn.back() == '\\') {
       turn.back() = '\n';
       auto l = line("... ");
+      if (dropped_) return std::string();
       if (!l) break;
       turn += *l;
     }

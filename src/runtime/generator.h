@@ -58,6 +58,11 @@ class PrefixCacheHook {
   virtual void offer(std::span<const int32_t> ids, const SequenceState& state, Point where) = 0;
 };
 
+// The completion limit where a request or a flag sets none, the same in every entry point
+// (`cedar run`, the server, its web page): a reasoning model's answer at high effort runs to
+// thousands of tokens, and a smaller default cuts it off inside the reasoning.
+inline constexpr int64_t kDefaultMaxTokens = 32768;
+
 struct GenerationOptions {
   SamplingParams sampling;
   int64_t max_tokens = 256;  // completion tokens (the stop token included); <= 0: until ctx_size

@@ -34,7 +34,7 @@ struct ServerConfig {
   size_t max_body_bytes = 16u << 20;  // larger request bodies get a 413
   // max_tokens of a request that sets none (0: until the context is full). Without a cap a
   // request that forgot it holds its slot through the whole 1M context.
-  int64_t default_max_tokens = 32768;
+  int64_t default_max_tokens = runtime::kDefaultMaxTokens;
   bool prefix_cache = false;                // reported by /health
   LogFormat log_format = LogFormat::kText;  // the request log on stderr
   // CORS (--cors): the origins browsers may call from, comma-separated ("*": any); "" = no CORS

@@ -1,6 +1,7 @@
 // `cedar run` as a user runs it (the real binary, CEDAR_BIN) on a generated tiny model: greedy
 // output identical across runs and thread counts, the stats line, raw prompts, stop strings,
-// interactive chat over stdin, and exit status 2 with a message for bad flags.
+// chat over stdin (-i), chat turns reusing the prompt-end state in thinking mode, piped stdin as
+// one prompt, the chat's commands, and exit status 2 with a message for bad flags.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -117,7 +118,7 @@ TEST_F(RunCli, RawPromptsAndStopStrings) {
 }
 
 TEST_F(RunCli, InteractiveChatKeepsTheHistory) {
-  const RunResult r = cedar_run("-m " + model_ + " -n 4 --temp 0 --nothink --exact-prefill",
+  const RunResult r = cedar_run("-m " + model_ + " -i -n 4 --temp 0 --nothink --exact-prefill",
                                 "Hello\n/think 0\n/bogus\nAnd again\n/exit\nnot read\n");
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<std::smatch> stats;
@@ -135,7 +136,7 @@ TEST_F(RunCli, InteractiveChatKeepsTheHistory) {
 // prompt of a two-line turn is longer than that of the same words on one line would be by the
 // newline's token at least, and a block's lines all reach the model as one turn (one stats line).
 TEST_F(RunCli, MultiLineTurnsAndHelp) {
-  const std::string flags = "-m " + model_ + " -n 2 --temp 0 --nothink --exact-prefill";
+  const std::string flags = "-m " + model_ + " -i -n 2 --temp 0 --nothink --exact-prefill";
   const RunResult one = cedar_run(flags, "alpha beta gamma\n/exit\n");
   const RunResult cont = cedar_run(flags, "alpha \\\nbeta \\\ngamma\n/help\n/exit\n");
   const RunResult block = cedar_run(flags, "\"\"\"\nalpha\nbeta\ngamma\n\"\"\"\n/exit\n");
@@ -153,7 +154,98 @@ TEST_F(RunCli, MultiLineTurnsAndHelp) {
   ASSERT_EQ(pb.size(), 1u) << block.err;
   EXPECT_GE(pc[0], p1[0]);  // the line breaks are in the message
   EXPECT_GE(pb[0], p1[0]);
-  EXPECT_NE(cont.err.find("/reset       forget the conversation"), std::string::npos) << cont.err;
+  EXPECT_NE(cont.err.find("/reset             forget the conversation"), std::string::npos)
+      << cont.err;
+}
+
+// The stats lines' (prompt tokens, cached tokens) per turn.
+std::vector<std::pair<int, int>> turns(const std::string& err) {
+  std::vector<std::pair<int, int>> t;
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), kStats); it != std::sregex_iterator();
+       ++it)
+    t.emplace_back(std::stoi((*it)[1].str()), std::stoi((*it)[2].str()));
+  return t;
+}
+
+// A long first message (past the model's window, so that a state cut before the answer is
+// worth restoring), then two short ones.
+std::string long_conversation() {
+  std::string first;
+  for (int i = 0; i < 40; ++i) first += "The river number " + std::to_string(i) + " runs east. ";
+  return first + "\nName a tree.\nAnd a bird?\n";
+}
+
+// In thinking mode the template drops the last answer's reasoning, so a follow-up prompt does not
+// extend the generated state; the prompt-end state in the chat's prefix cache serves it (the
+// server's path). Without the cache (--cache-ram 0) every turn starts over; with thinking off
+// the session state alone serves it.
+TEST_F(RunCli, ChatTurnsReuseThePromptEndStateInBothThinkingModes) {
+  const std::string flags = "-m " + model_ + " -i -n 6 --temp 0";
+  for (const char* mode : {"", " --nothink"}) {
+    const RunResult r = cedar_run(flags + mode, long_conversation());
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto t = turns(r.err);
+    ASSERT_EQ(t.size(), 3u) << r.err;
+    EXPECT_EQ(t[0].second, 0);
+    for (size_t i = 1; i < t.size(); ++i) {
+      // all of the previous prompt but its last few tokens (the assistant's opening) is reused
+      EXPECT_GE(t[i].second, t[i - 1].first - 4) << mode << "\n" << r.err;
+      EXPECT_LT(t[i].second, t[i].first);
+    }
+  }
+  const RunResult off = cedar_run(flags + " --cache-ram 0", long_conversation());
+  ASSERT_EQ(off.status, 0) << off.err;
+  for (const auto& [prompt, cached] : turns(off.err)) EXPECT_EQ(cached, 0) << off.err;
+}
+
+// stdin that is not a terminal is one prompt (as -f - and -p with the same text); the reasoning
+// is left out with --hide-thinking and counted; an answer cut inside its reasoning says so.
+TEST_F(RunCli, PipedStdinIsOnePromptAndThinkingCanBeHidden) {
+  const std::string text = "line one\nline two\n";
+  const RunResult piped = cedar_run("-m " + model_ + " -n 6 --temp 0", text);
+  const RunResult dash = cedar_run("-m " + model_ + " -n 6 --temp 0 -f -", text);
+  const RunResult arg = cedar_run("-m " + model_ + " -n 6 --temp 0 -p '" + text + "'");
+  for (const RunResult* r : {&piped, &dash, &arg}) ASSERT_EQ(r->status, 0) << r->err;
+  ASSERT_EQ(turns(piped.err).size(), 1u) << piped.err;
+  EXPECT_EQ(turns(piped.err), turns(dash.err));
+  EXPECT_EQ(turns(piped.err), turns(arg.err));
+  EXPECT_EQ(piped.out, arg.out);
+  EXPECT_EQ(piped.out.rfind("<think>\n", 0), 0u) << piped.out;
+
+  const RunResult hidden = cedar_run("-m " + model_ + " -n 6 --temp 0 --hide-thinking", text);
+  ASSERT_EQ(hidden.status, 0) << hidden.err;
+  EXPECT_EQ(hidden.out.find("<think>"), std::string::npos) << hidden.out;
+  EXPECT_NE(hidden.err.find(" reasoning)"), std::string::npos) << hidden.err;
+  // the visible answer is what follows the reasoning block
+  const size_t close = piped.out.find("</think>\n");
+  ASSERT_NE(close, std::string::npos) << piped.out;
+  EXPECT_EQ(hidden.out, piped.out.substr(close + 9));
+
+  const RunResult cut = cedar_run("-m " + model_ + " -p Hello -n 2 --temp 0");
+  ASSERT_EQ(cut.status, 0) << cut.err;
+  EXPECT_NE(cut.err.find("cut off inside its reasoning at 2 tokens"), std::string::npos) << cut.err;
+}
+
+// /set changes the sampling for the next turns, /show prints it, /save writes the conversation
+// and /load continues it in another session (its prompt holds the loaded turns).
+TEST_F(RunCli, ChatCommandsSetShowSaveAndLoad) {
+  const std::string flags = "-m " + model_ + " -i -n 3 --temp 0 --nothink";
+  const std::string file = root_ + "/conv.json";
+  const RunResult a =
+      cedar_run(flags, "Hello\n/set top-k 7\n/set top-p 2\n/save " + file + "\n/bye\n");
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_NE(a.err.find("top-k 7"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("/set top-p: bad value '2'"), std::string::npos) << a.err;
+  EXPECT_NE(a.err.find("saved 2 messages"), std::string::npos) << a.err;
+  const RunResult fresh = cedar_run(flags, "Again\n");
+  const RunResult loaded = cedar_run(flags, "/load " + file + "\nAgain\n/load /nonexistent\n");
+  ASSERT_EQ(loaded.status, 0) << loaded.err;
+  EXPECT_NE(loaded.err.find("loaded 2 messages"), std::string::npos) << loaded.err;
+  EXPECT_NE(loaded.err.find("/load: /load /nonexistent: cannot open"), std::string::npos)
+      << loaded.err;
+  ASSERT_EQ(turns(fresh.err).size(), 1u);
+  ASSERT_EQ(turns(loaded.err).size(), 1u);
+  EXPECT_GT(turns(loaded.err)[0].first, turns(fresh.err)[0].first + 4);
 }
 
 TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
@@ -176,9 +268,13 @@ TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
       {"-m M -p Hello --stop ''", "--stop"},
       {"-m M -p Hello --kernels nope", "--kernels"},
       {"-m M -p Hello --chunk 0", "--chunk"},
-      {"-m M --raw", "--raw"},
+      {"-m M -i --raw", "--raw"},
       {"-m M -p Hello extra", "unexpected argument 'extra'"},
       {"-m M -p", "needs a value"},
+      {"-m M -p Hello --head-type q4", "--head-type"},
+      {"-m M -p Hello -i", "-i (--interactive)"},
+      {"-m M -p Hello --cache-ram -1", "--cache-ram"},
+      {"-m M", "stdin is not a terminal and holds no prompt"},  // (stdin: an empty file)
   };
   for (const auto& c : cases) {
     std::string args = c.args;

@@ -12,7 +12,6 @@ SpecBench bench_speculative(runtime::Engine& engine, const std::vector<int32_t>&
   runtime::GenerationOptions o;
   o.sampling.temperature = 0;  // greedy
   o.max_tokens = gen;
-  o.parse_output = false;
   o.use_prefix_cache = false;
   runtime::Generator g(engine);
   const runtime::GenerationResult plain = g.generate(prompt, o);

@@ -81,6 +81,7 @@ struct RunConfig {
   GenerationOptions gen;
   bool interactive = true;
   bool hide_thinking = false;
+  std::vector<std::string> stop;  // --stop strings (matched on the answer)
   std::string prompt;
   std::string system;
   bool raw = false;
@@ -245,7 +246,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   if (g.sampling.top_p <= 0.0) throw UsageError("option --top-p must be in (0, 1], got 0");
   g.sampling.min_p = num_flag(args, "min-p", 0.05, 0.0, 1.0, "in [0, 1]");
   g.sampling.seed = uint64_t(int_flag(args, "seed", 0, 0, LLONG_MAX, ">= 0"));
-  g.stop = stops;
+  rc->stop = stops;
   g.exact_prefill = args.has("exact-prefill");
   g.prefill_chunk = int_flag(args, "chunk", 512, 1, INT_MAX, "a positive integer");
   try {
@@ -343,6 +344,7 @@ int cmd_run(int argc, char** argv) {
     cs.effort = rc.effort;
     cs.system = rc.system;
     cs.hide_thinking = rc.hide_thinking;
+    cs.stop = rc.stop;
     cs.model_name = rc.engine.model_dir;
     return run_chat(*engine, cache.get(), cs, isatty(fileno(stdin)) != 0, &g_interrupt);
   }
@@ -373,9 +375,10 @@ int cmd_run(int argc, char** argv) {
   TurnOutput out;
   out.parse = !rc.raw;
   out.hide_thinking = rc.hide_thinking;
-  const GenerationResult r = run_turn(gen, cache.get(), prompt, rc.gen, out, &g_interrupt, "-n N");
+  out.stop = rc.stop;
+  const TurnResult r = run_turn(gen, cache.get(), prompt, rc.gen, out, &g_interrupt, "-n N");
   // an interrupted one-shot run exits as a shell expects of Ctrl-C (128 + SIGINT)
-  return r.finish == runtime::FinishReason::kCancelled ? 130 : 0;
+  return r.outcome.finish == server::Finish::kCancelled ? 130 : 0;
 }
 
 }  // namespace cedar::app

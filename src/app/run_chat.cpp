@@ -13,6 +13,7 @@
 #include "app/read_file.h"
 #include "app/run_output.h"
 #include "base/json_limits.h"
+#include "server/openai_api.h"
 #include "text/chat_request.h"
 
 namespace cedar::app {
@@ -76,11 +77,12 @@ class Chat {
     }
     TurnOutput out;
     out.hide_thinking = s_.hide_thinking;
-    const runtime::GenerationResult r =
+    out.stop = s_.stop;
+    const TurnResult r =
         run_turn(gen_, cache_, prompt, s_.gen, out, interrupt_, "/set n-predict N, -n N");
     // a stopped answer stays in the conversation as far as it went (the user saw it)
     history_ = std::move(next);
-    history_.push_back(ojson(r.message.to_openai()));
+    history_.push_back(server::openai_message(r.outcome));
   }
 
   bool command(const std::string& l) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -24,7 +25,8 @@ struct ChatSettings {
   int effort = 75;
   std::string system;
   bool hide_thinking = false;
-  std::string model_name;  // for the banner
+  std::vector<std::string> stop;  // stop strings (the answer's text)
+  std::string model_name;         // for the banner
 };
 
 // The request body the engine renders for `messages`: the conversation and the thinking switch.

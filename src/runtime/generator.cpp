@@ -33,7 +33,7 @@ std::unique_ptr<TokenConstraint> make_constraint(const Engine& engine,
                                             text::JsonMatcher(opt.json_schema),
                                             engine.stop_token_ids());
   if (opt.tool_grammar) {
-    const auto start = opt.parser.start == text::GenerationStart::kToolCalls
+    const auto start = opt.start == text::GenerationStart::kToolCalls
                            ? text::CallStart::kInsideBlock
                            : text::CallStart::kFree;
     return std::make_unique<ToolCallConstraint>(engine.token_trie(), engine.tokenizer(),
@@ -51,8 +51,6 @@ const char* finish_reason_name(FinishReason r) {
       return "stop";
     case FinishReason::kLength:
       return "length";
-    case FinishReason::kToolCalls:
-      return "tool_calls";
     case FinishReason::kCancelled:
       return "cancelled";
   }
@@ -281,7 +279,6 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
   }
   const Sampler sampler(opt.sampling);
   VerifyPass look(engine_, opt.speculative);  // throws before any work on a model without stages
-  StopMatcher stops(opt.stop);
   const int64_t room = ctx - T;
   const int64_t max_new = opt.max_tokens > 0 ? std::min(opt.max_tokens, room) : room;
 
@@ -302,30 +299,16 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
   }
 
   text::IncrementalDecoder dec(engine_.tokenizer());
-  text::OutputParser parser(opt.parser);
-  std::vector<text::ParseEvent> events;
   auto emit = [&](const std::string& s) {
     if (s.empty()) return;
     res.text += s;
-    if (opt.parse_output) {
-      events.clear();
-      parser.feed(s, &events);
-      if (cb.on_event)
-        for (const auto& e : events) cb.on_event(e);
-    } else if (cb.on_event) {
-      text::ParseEvent e;
-      e.kind = text::ParseEvent::Kind::kContentDelta;
-      e.text = s;
-      cb.on_event(e);
-    }
+    if (cb.on_text) cb.on_text(s);
   };
 
   // A constraint covers the answer: when the prompt opened the reasoning it starts after
-  // </think> (whether or not this generator parses the output), and the reasoning tokens are
-  // counted when it does.
+  // </think>.
   const std::unique_ptr<TokenConstraint> grammar = make_constraint(engine_, opt);
-  bool reasoning_open =
-      (opt.parse_output || grammar) && opt.parser.start == text::GenerationStart::kReasoning;
+  bool reasoning_open = grammar && opt.start == text::GenerationStart::kReasoning;
   bool constrain = grammar && !reasoning_open;
   std::string think_tail;  // the reasoning's last decoded bytes, for a </think> split over pieces
   std::unordered_map<int32_t, int> penalty_counts;  // completion tokens so far (penalties)
@@ -362,7 +345,6 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
       if (cb.on_token) cb.on_token(id);
       if (opt.top_logprobs >= 0 && cb.on_logprobs)
         cb.on_logprobs(token_logprobs(std::span<const float>(logits), id, opt.top_logprobs));
-      if (reasoning_open && opt.parse_output) ++res.usage.reasoning_tokens;
       if (engine_.is_stop_token(id)) {
         res.finish = FinishReason::kStop;
         res.stop_token = id;
@@ -378,9 +360,9 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
           think_tail.erase(0, think_tail.size() - (text::kThinkEnd.size() - 1));
         }
       }
-      emit(stops.push(piece));
-      if (stops.matched()) {
-        res.finish = FinishReason::kStop;
+      emit(piece);
+      if (cancelled(opt)) {  // (the caller's stop sequence matched this piece)
+        res.finish = FinishReason::kCancelled;
         break;
       }
       if (int64_t(res.tokens.size()) >= max_new) {
@@ -394,26 +376,7 @@ GenerationResult Generator::generate(std::span<const int32_t> prompt, const Gene
     reset();
     throw;
   }
-  // Flush the detokenizer's held bytes through the stop matcher, then whatever it held back.
-  if (!stops.matched()) {
-    emit(stops.push(dec.flush()));
-    if (stops.matched())
-      res.finish = FinishReason::kStop;
-    else
-      emit(stops.finish());
-  }
-  res.stop_string = stops.matched_string();
-  if (opt.parse_output) {
-    events.clear();
-    parser.finish(&events);
-    if (cb.on_event)
-      for (const auto& e : events) cb.on_event(e);
-    res.message = parser.message();
-    if (res.finish == FinishReason::kStop && !res.message.tool_calls.empty())
-      res.finish = FinishReason::kToolCalls;
-  } else {
-    res.message.content = res.text;
-  }
+  emit(dec.flush());  // the detokenizer's held bytes (an incomplete UTF-8 sequence)
   res.decode_seconds = seconds_since(t1);
   res.speculative = look.stats();
   res.usage.completion_tokens = int64_t(res.tokens.size());

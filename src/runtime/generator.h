@@ -5,12 +5,12 @@
 //             session's own state when the new prompt extends the tokens it already holds
 //             (multi-turn chat);
 //   decode    sample (Sampler, keyed by absolute position) -> stop on a stop token (EOS and the
-//             turn openers, Engine::stop_token_ids), max_tokens, the context size, a stop string
-//             or the cancel flag;
-//   stream    each token through the UTF-8-safe IncrementalDecoder, then the stop-string
-//             matcher (text that could still become a stop string is held back; the stop string
-//             itself is never emitted), then the OutputParser (reasoning / content / tool-call
-//             events). With parse_output = false the text goes out as content deltas unparsed.
+//             turn openers, Engine::stop_token_ids), max_tokens, the context size or the cancel
+//             flag (checked after each piece of text too: a caller's stop sequence ends it on
+//             the token that completed it);
+//   stream    each token through the UTF-8-safe IncrementalDecoder to on_text. What the text
+//             means (reasoning, answer, tool calls) and the stop sequences are the one output
+//             pipeline's (server/completion.h), which every front end runs on this text.
 //
 // Not thread-safe: one Generator per concurrent request. Generators may share one Engine: every
 // forward call goes through Engine::forward (batched with the other generators' calls when the
@@ -65,16 +65,16 @@ inline constexpr int64_t kDefaultMaxTokens = 32768;
 
 struct GenerationOptions {
   SamplingParams sampling;
-  int64_t max_tokens = 256;  // completion tokens (the stop token included); <= 0: until ctx_size
-  int64_t ctx_size = 0;      // prompt + completion limit; <= 0: the model's
-                             // max_position_embeddings (or unbounded if that is 0)
-  std::vector<std::string> stop;  // stop strings, matched on the raw decoded completion text
-  bool exact_prefill = false;     // false: CED prefill (when available), true: every layer on
-                                  // every prompt row
-  int64_t prefill_chunk = 512;    // prompt tokens per forward call
-  bool parse_output = true;       // false: raw text out as kContentDelta, no DSML/think parsing
-  text::ParserOptions parser;     // start state (Prompt::start), tools, tool-call id prefix
-  bool use_prefix_cache = true;   // consult the hook (if any) for this request
+  int64_t max_tokens = 256;     // completion tokens (the stop token included); <= 0: until ctx_size
+  int64_t ctx_size = 0;         // prompt + completion limit; <= 0: the model's
+                                // max_position_embeddings (or unbounded if that is 0)
+  bool exact_prefill = false;   // false: CED prefill (when available), true: every layer on
+                                // every prompt row
+  int64_t prefill_chunk = 512;  // prompt tokens per forward call
+  // Where the prompt left the generation (Prompt::start): a constraint covers the answer, so
+  // with the reasoning open it starts after </think>.
+  text::GenerationStart start = text::GenerationStart::kContent;
+  bool use_prefix_cache = true;               // consult the hook (if any) for this request
   const std::atomic<bool>* cancel = nullptr;  // checked between forward calls
   // Test hook: these ids replace the sampled ones, in order, and go through the model and the
   // output path exactly like sampled ids; when they run out the completion ends (kStop).
@@ -98,23 +98,19 @@ struct GenerationOptions {
   std::span<const PromptImage> images;
 };
 
-enum class FinishReason { kStop, kLength, kToolCalls, kCancelled };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "tool_calls", "cancelled"
+enum class FinishReason { kStop, kLength, kCancelled };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled"
 
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;  // sampled tokens, the terminating stop token included
-  int64_t reasoning_tokens = 0;   // completion tokens up to and including the one closing
-                                  // the reasoning (</think>), when generation starts in it
   int64_t cached_tokens = 0;      // prompt tokens not recomputed (prefix cache or session reuse)
 };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // sampled ids, the stop token included
-  std::string text;             // decoded completion, cut before a matched stop string
-  text::ParsedMessage message;  // the parsed message (parse_output), else content = text
+  std::string text;             // the decoded completion (what on_text received)
   FinishReason finish = FinishReason::kStop;
-  std::string stop_string;  // the stop string that matched ("" if none)
   int32_t stop_token = -1;  // the stop token that ended it (-1 if none)
   Usage usage;
   double prefill_seconds = 0, decode_seconds = 0;
@@ -124,8 +120,8 @@ struct GenerationResult {
 };
 
 struct GenerationCallbacks {
-  std::function<void(const text::ParseEvent&)> on_event;  // reasoning / content / tool calls
-  std::function<void(int32_t id)> on_token;               // every sampled id, in order
+  std::function<void(const std::string&)> on_text;  // the completion's decoded text, in pieces
+  std::function<void(int32_t id)> on_token;         // every sampled id, in order
   // after on_token, when GenerationOptions::top_logprobs >= 0
   std::function<void(const TokenLogprobs&)> on_logprobs;
   // after each prefill chunk: prompt tokens in the state so far, of `total`
@@ -145,6 +141,7 @@ class Generator {
   GenerationResult generate(std::span<const int32_t> prompt, const GenerationOptions& opt,
                             const GenerationCallbacks& cb = {});
 
+  Engine& engine() const { return engine_; }
   // The tokens the session state holds (prompt + completion minus the last sampled token).
   const std::vector<int32_t>& tokens() const { return tokens_; }
   const SequenceState& state() const { return state_; }

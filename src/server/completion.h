@@ -110,6 +110,8 @@ class CompletionPipeline {
   void finish(Finish engine_finish, std::vector<CompletionEvent>* out);
 
   bool stopped() const { return stop_.matched(); }
+  // The text so far ends inside the reasoning (it was never closed).
+  bool in_reasoning() const { return in_reasoning_; }
   Outcome& outcome() { return out_; }
   const Outcome& outcome() const { return out_; }
 

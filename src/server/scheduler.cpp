@@ -284,12 +284,11 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   opt.max_tokens = spec.max_tokens;
   opt.ctx_size = ctx_;
   opt.prefill_chunk = std::max<int64_t>(1, opt_.prefill_chunk);
-  opt.parse_output = false;  // the pipeline parses (answer-only stop strings, test hook)
   opt.cancel = &job.halt_flag();
   // Test hook: the forced ids replace the sampled ones and run through the model like them.
   if (spec.forced) opt.forced = &*spec.forced;
   opt.top_logprobs = spec.top_logprobs;
-  opt.parser.start = spec.setup.parser.start;  // where the answer (and its constraint) starts
+  opt.start = spec.setup.parser.start;  // where the answer (and its constraint) starts
   opt.json_schema = spec.json_schema ? spec.json_schema->root() : nullptr;
   opt.tool_grammar = spec.tool_grammar.get();
   opt.speculative = opt_.speculative;
@@ -318,8 +317,8 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
   cb.on_logprobs = [&](const runtime::TokenLogprobs& t) {
     pipe.on_logprobs(t, engine_.tokenizer(), engine_.is_stop_token(t.id), &evs);
   };
-  cb.on_event = [&](const text::ParseEvent& e) {
-    if (pipe.on_text(e.text, &evs)) job.halt_flag() = true;  // stop sequence: end it
+  cb.on_text = [&](const std::string& text) {
+    if (pipe.on_text(text, &evs)) job.halt_flag() = true;  // stop sequence: end it
     job.push(&evs);
   };
 
@@ -333,7 +332,6 @@ Outcome Scheduler::run(Slot* slot, Job& job) {
     usage.cached_tokens = res.usage.cached_tokens;
     switch (res.finish) {
       case runtime::FinishReason::kStop:
-      case runtime::FinishReason::kToolCalls:
         fin = Finish::kStop;
         break;
       case runtime::FinishReason::kLength:

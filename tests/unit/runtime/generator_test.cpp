@@ -73,7 +73,6 @@ GenerationOptions greedy(int64_t n) {
   GenerationOptions o;
   o.sampling.temperature = 0.0;
   o.max_tokens = n;
-  o.parse_output = false;
   return o;
 }
 
@@ -130,7 +129,6 @@ TEST(Generator, SeededSamplingIsDeterministicAcrossThreadCounts) {
   const Prompt p = e1->encode_raw("Once upon a time");
   GenerationOptions o;
   o.max_tokens = 16;
-  o.parse_output = false;
   o.sampling = {.temperature = 1.0, .top_k = 50, .top_p = 0.9, .min_p = 0.0, .seed = 77};
   Generator g1(*e1), g2(*e2);
   const auto a = g1.generate(p.ids, o);
@@ -226,7 +224,10 @@ TEST(Generator, MaxTokensAndContextSize) {
   EXPECT_THROW(Generator(*e).generate(p.ids, o), std::runtime_error);
 }
 
-TEST(Generator, StopStringsCutTheTextAndAreNeverEmitted) {
+// A caller's stop sequence (the output pipeline's) sets the cancel flag while its text is
+// streamed: the generation ends on the token whose text completed it, with the tokens an
+// uninterrupted run samples up to there.
+TEST(Generator, ACancelSetOnAPieceEndsItOnThatToken) {
   auto e = load(2);
   const Prompt p = e->encode_raw("Tell me a story about");
   const auto base = Generator(*e).generate(p.ids, greedy(32));
@@ -239,27 +240,25 @@ TEST(Generator, StopStringsCutTheTextAndAreNeverEmitted) {
   while (at + len < base.text.size() && len < 3) ++len;
   while (at + len < base.text.size() && (uint8_t(base.text[at + len]) & 0xC0) == 0x80) ++len;
   const std::string stop = base.text.substr(at, len);
-  const size_t first = base.text.find(stop);
+  std::atomic<bool> halt{false};
   GenerationOptions o = greedy(32);
-  o.stop = {"never-produced-\x01", stop};
+  o.cancel = &halt;
   std::string streamed;
   GenerationCallbacks cb;
-  cb.on_event = [&](const text::ParseEvent& ev) {
-    EXPECT_EQ(ev.kind, text::ParseEvent::Kind::kContentDelta);
-    EXPECT_EQ(ev.text.find(stop), std::string::npos);
-    streamed += ev.text;
+  cb.on_text = [&](const std::string& piece) {
+    streamed += piece;
+    if (streamed.find(stop) != std::string::npos) halt = true;
   };
   const auto r = Generator(*e).generate(p.ids, o, cb);
-  EXPECT_EQ(r.finish, FinishReason::kStop);
-  EXPECT_EQ(r.stop_string, stop);
-  EXPECT_EQ(r.text, base.text.substr(0, first));
+  EXPECT_EQ(r.finish, FinishReason::kCancelled);
   EXPECT_EQ(streamed, r.text);
-  EXPECT_LE(r.tokens.size(), base.tokens.size());
+  ASSERT_FALSE(r.tokens.empty());
+  ASSERT_LE(r.tokens.size(), base.tokens.size());
   EXPECT_EQ(std::vector<int32_t>(base.tokens.begin(), base.tokens.begin() + long(r.tokens.size())),
             r.tokens);
-  // a stop string that never occurs changes nothing
-  o.stop = {"never-produced-\x01"};
-  EXPECT_EQ(Generator(*e).generate(p.ids, o).text, base.text);
+  EXPECT_NE(r.text.find(stop), std::string::npos);
+  const std::vector<int32_t> before(r.tokens.begin(), r.tokens.end() - 1);
+  EXPECT_EQ(e->tokenizer().decode(before).find(stop), std::string::npos);
 }
 
 TEST(StopMatcher, HoldsBackPossiblePrefixes) {
@@ -430,7 +429,9 @@ TEST(Generator, PrefixCacheHookSeam) {
   EXPECT_EQ(Generator(*e, &cache).generate(b, o).usage.cached_tokens, 0);
 }
 
-TEST(Generator, ChatPromptStreamsParsedEventsAndCountsReasoning) {
+// A chat prompt's completion streams as text (the output pipeline parses it): the pieces are
+// the decoded tokens, and a reasoning prompt's text parses into reasoning then content.
+TEST(Generator, ChatPromptStreamsItsText) {
   auto e = load(2);
   text::ojson body = text::ojson::parse(
       R"({"messages":[{"role":"user","content":"Hello"}],"reasoning_effort":75})");
@@ -438,40 +439,17 @@ TEST(Generator, ChatPromptStreamsParsedEventsAndCountsReasoning) {
   ASSERT_EQ(p.start, text::GenerationStart::kReasoning);
   ASSERT_EQ(p.ids.front(), int32_t(e->config().bos_token_id));
   GenerationOptions o = greedy(20);
-  o.parse_output = true;
-  o.parser.start = p.start;
-  std::string reasoning, content;
+  o.start = p.start;
+  std::string streamed;
   GenerationCallbacks cb;
-  cb.on_event = [&](const text::ParseEvent& ev) {
-    if (ev.kind == text::ParseEvent::Kind::kReasoningDelta) reasoning += ev.text;
-    if (ev.kind == text::ParseEvent::Kind::kContentDelta) content += ev.text;
-  };
+  cb.on_text = [&](const std::string& piece) { streamed += piece; };
   const auto r = Generator(*e).generate(p.ids, o, cb);
-  EXPECT_EQ(reasoning, r.message.reasoning_content);
-  EXPECT_EQ(content, r.message.content);
+  EXPECT_EQ(streamed, r.text);
   EXPECT_EQ(r.text, e->tokenizer().decode(without_stop(*e, r.tokens)));
-  const auto whole = text::OutputParser::parse(r.text, o.parser);
-  EXPECT_EQ(whole.reasoning_content, r.message.reasoning_content);
-  EXPECT_EQ(whole.content, r.message.content);
-  // reasoning tokens: all of them unless </think> was generated
-  if (r.text.find("</think>") == std::string::npos)
-    EXPECT_EQ(r.usage.reasoning_tokens, r.usage.completion_tokens);
-  else
-    EXPECT_LT(r.usage.reasoning_tokens, r.usage.completion_tokens);
-}
-
-TEST(Generator, NonThinkingChatCountsNoReasoning) {
-  auto e = load(2);
-  text::ojson body = text::ojson::parse(
-      R"({"messages":[{"role":"user","content":"Hi"}],"thinking":{"type":"disabled"}})");
-  const Prompt p = e->render_request(body);
-  ASSERT_EQ(p.start, text::GenerationStart::kContent);
-  GenerationOptions o = greedy(8);
-  o.parse_output = true;
-  o.parser.start = p.start;
-  const auto r = Generator(*e).generate(p.ids, o);
-  EXPECT_EQ(r.usage.reasoning_tokens, 0);
-  EXPECT_EQ(r.message.reasoning_content, "");
+  text::ParserOptions po;
+  po.start = p.start;
+  const auto whole = text::OutputParser::parse(r.text, po);
+  EXPECT_TRUE(whole.thinking);
   EXPECT_EQ(r.usage.completion_tokens, int64_t(r.tokens.size()));
 }
 
@@ -567,9 +545,6 @@ TEST(Generator, RejectsBadInput) {
   EXPECT_THROW(g.generate(std::vector<int32_t>{0, -3}, greedy(4)), std::runtime_error);
   GenerationOptions o = greedy(4);
   o.sampling.top_p = 0.0;
-  EXPECT_THROW(g.generate(std::vector<int32_t>{0, 5}, o), std::runtime_error);
-  o = greedy(4);
-  o.stop = {""};
   EXPECT_THROW(g.generate(std::vector<int32_t>{0, 5}, o), std::runtime_error);
   EngineOptions bad;
   bad.model_dir = TinyModel::dir + "/nope";

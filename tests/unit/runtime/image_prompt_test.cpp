@@ -98,7 +98,6 @@ GenerationOptions greedy(int64_t n, std::span<const PromptImage> images) {
   GenerationOptions o;
   o.sampling.temperature = 0.0;
   o.max_tokens = n;
-  o.parse_output = false;
   o.exact_prefill = true;
   o.images = images;
   return o;

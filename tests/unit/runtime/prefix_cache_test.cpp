@@ -345,7 +345,6 @@ TEST_F(PrefixCacheTest, GeneratorReportsHitTokensFromMemoryThenDisk) {
   GenerationOptions g;
   g.sampling.temperature = 0;
   g.max_tokens = 4;
-  g.parse_output = false;
   g.prefill_chunk = 128;
   std::vector<int32_t> p1(ids_->begin(), ids_->begin() + 600);
   GenerationResult r1;

@@ -221,6 +221,22 @@ TEST_F(RunCli, PipedStdinIsOnePromptAndThinkingCanBeHidden) {
   ASSERT_NE(close, std::string::npos) << piped.out;
   EXPECT_EQ(hidden.out, piped.out.substr(close + 9));
 
+  // stop strings match the answer, not the reasoning (the server's rule: one output pipeline)
+  const std::string reasoning = piped.out.substr(8, close - 8),
+                    answer = piped.out.substr(close + 9);
+  std::string stop;
+  for (size_t i = 0; i + 3 <= reasoning.size() && stop.empty(); ++i) {
+    const std::string c = reasoning.substr(i, 3);
+    if (c.find_first_of("'\\\n") == std::string::npos && answer.find(c) == std::string::npos &&
+        (uint8_t(c[0]) & 0x80) == 0 && (uint8_t(c[2]) & 0x80) == 0)
+      stop = c;
+  }
+  if (!stop.empty()) {
+    const RunResult s = cedar_run("-m " + model_ + " -n 6 --temp 0 --stop '" + stop + "'", text);
+    ASSERT_EQ(s.status, 0) << s.err;
+    EXPECT_EQ(s.out, piped.out) << "stop '" << stop << "'";
+  }
+
   const RunResult cut = cedar_run("-m " + model_ + " -p Hello -n 2 --temp 0");
   ASSERT_EQ(cut.status, 0) << cut.err;
   EXPECT_NE(cut.err.find("cut off inside its reasoning at 2 tokens"), std::string::npos) << cut.err;

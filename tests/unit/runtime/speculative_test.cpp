@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -67,7 +68,6 @@ GenerationOptions greedy(int n) {
   GenerationOptions o;
   o.sampling.temperature = 0;
   o.max_tokens = n;
-  o.parse_output = false;
   o.speculative.payoff_gate = false;  // counts that do not depend on this machine's timings
   return o;
 }
@@ -83,11 +83,27 @@ GenerationOptions sampled(int n) {
 
 // Runs one generation plainly and one speculatively on fresh generators; both must agree on
 // everything the caller sees and on the session they leave.
-GenerationResult expect_same(const std::vector<int32_t>& prompt, GenerationOptions o) {
+// stop: a stop sequence the caller matches on the streamed text, ending the generation through
+// the cancel flag (as the output pipeline does)
+GenerationResult expect_same(const std::vector<int32_t>& prompt, GenerationOptions o,
+                             const std::string& stop = "") {
   Generator plain(engine()), spec(engine());
-  const GenerationResult a = plain.generate(prompt, o);
+  auto run = [&](Generator& g, GenerationOptions go) {
+    std::atomic<bool> halt{false};
+    std::string seen;
+    GenerationCallbacks cb;
+    if (!stop.empty()) {
+      go.cancel = &halt;
+      cb.on_text = [&](const std::string& piece) {
+        seen += piece;
+        if (seen.find(stop) != std::string::npos) halt = true;
+      };
+    }
+    return g.generate(prompt, go, cb);
+  };
+  const GenerationResult a = run(plain, o);
   o.speculative.enabled = true;
-  const GenerationResult b = spec.generate(prompt, o);
+  const GenerationResult b = run(spec, o);
   EXPECT_EQ(a.tokens, b.tokens);
   EXPECT_EQ(a.text, b.text);
   EXPECT_EQ(a.finish, b.finish);
@@ -199,8 +215,7 @@ TEST(Speculative, PassesEndInsideStopStringsAndTheTokenLimit) {
     o.speculative.proposer = [oracle](const SequenceState& st, int32_t a, int m) {
       return (*oracle)(st, a, m);
     };
-    o.stop = {full.text.substr(full.text.size() / 2, 3)};
-    expect_same(p, o);
+    expect_same(p, o, full.text.substr(full.text.size() / 2, 3));
   }
 }
 

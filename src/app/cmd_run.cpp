@@ -23,6 +23,7 @@
 #include "app/read_file.h"
 #include "app/run_chat.h"
 #include "app/run_output.h"
+#include "app/sampling_flags.h"
 #include "base/args.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -121,7 +122,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     if (s.empty()) throw UsageError("option --stop: the stop string must not be empty");
 
   Args args("run",
-            with_rank_options(
+            with_rank_options(with_sampling_options(
                 {{"model", "m", true,
                   "model directory or GGUF file (default: the embedded default model)"},
                  {"prompt", "p", true,
@@ -135,10 +136,6 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                   "-1: until the context is full)"},
                  {"ctx-size", "c", true, "context size, prompt + completion (default: model)"},
                  {"threads", "t", true, "worker threads (default: all cores)"},
-                 {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
-                 {"top-k", "", true, "top-k (default 40; 0 = off)"},
-                 {"top-p", "", true, "top-p (default 0.95; 1 = off)"},
-                 {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
                  {"seed", "s", true, "sampling seed (default 0)"},
                  {"stop", "", true, "stop string (repeatable)"},
                  {"image", "", true,
@@ -172,7 +169,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                   "plain steps (default: speculation pauses while it does not pay)"},
                  {"kernels", "", true, kKernelsHelp},
                  {"head-type", "", true, kHeadTypeHelp},
-                 {"gguf-requant", "", false, kGgufRequantHelp}}));
+                 {"gguf-requant", "", false, kGgufRequantHelp}})));
   try {
     args.parse(int(rest.size()), rest.data());
   } catch (const std::exception& e) {
@@ -240,11 +237,15 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   if (n == 0) throw UsageError("option --n-predict must be -1 or a positive integer, got 0");
   g.max_tokens = n;
   g.ctx_size = int_flag(args, "ctx-size", 0, 0, LLONG_MAX, ">= 0");
-  g.sampling.temperature = num_flag(args, "temp", 0.8, 0.0, 1e6, ">= 0");
-  g.sampling.top_k = int(int_flag(args, "top-k", 40, 0, INT_MAX, ">= 0"));
-  g.sampling.top_p = num_flag(args, "top-p", 0.95, 0.0, 1.0, "in (0, 1]");
-  if (g.sampling.top_p <= 0.0) throw UsageError("option --top-p must be in (0, 1], got 0");
-  g.sampling.min_p = num_flag(args, "min-p", 0.05, 0.0, 1.0, "in [0, 1]");
+  try {
+    const SamplingDefaults sd = sampling_defaults(args, rc->engine.model_dir, "cedar run");
+    g.sampling.temperature = sd.temperature;
+    g.sampling.top_k = sd.top_k;
+    g.sampling.top_p = sd.top_p;
+    g.sampling.min_p = sd.min_p;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
   g.sampling.seed = uint64_t(int_flag(args, "seed", 0, 0, LLONG_MAX, ">= 0"));
   rc->stop = stops;
   g.exact_prefill = args.has("exact-prefill");

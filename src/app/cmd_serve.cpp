@@ -16,6 +16,7 @@
 #include "app/commands.h"
 #include "app/load_model.h"
 #include "app/ranks.h"
+#include "app/sampling_flags.h"
 #include "base/args.h"
 #include "model/param_count.h"
 #include "runtime/engine.h"
@@ -72,6 +73,12 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
       cfg.api_key.empty() ? "none" : "set",
       cfg.log_format == server::LogFormat::kJson ? "json" : "text");
   std::printf("cedar serve: %s\n", describe_kernels(e.kernels()).c_str());
+  std::printf(
+      "cedar serve: a request that sets none gets temperature %g, top-p %g, top-k %d, min-p %g "
+      "(%s), max_tokens %lld\n",
+      cfg.sampling.temperature, cfg.sampling.top_p, cfg.sampling.top_k, cfg.sampling.min_p,
+      cfg.sampling_source.empty() ? "built in" : cfg.sampling_source.c_str(),
+      static_cast<long long>(cfg.default_max_tokens));
   const runtime::MemoryPlan& p = e.memory_plan();
   if (p.budget > 0)
     std::printf(
@@ -91,7 +98,7 @@ void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
 int cmd_serve(int argc, char** argv) {
   Args args(
       "serve",
-      with_rank_options(
+      with_rank_options(with_sampling_options(
           {{"model", "m", true,
             "model directory or GGUF file (default: the embedded default model)"},
            {"host", "", true, "address to listen on (default 127.0.0.1)"},
@@ -155,7 +162,7 @@ int cmd_serve(int argc, char** argv) {
             "verify on every step even where passes emit fewer tokens per second than plain steps "
             "(default: speculation pauses while it does not pay)"},
            {"enable-test-hooks", "", false,
-            "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}}));
+            "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}})));
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -205,6 +212,14 @@ int cmd_serve(int argc, char** argv) {
   eo.gguf_requant = args.has("gguf-requant");
   eo.head_type = parse_head_type(args.get("head-type", "stored"));
   eo.tokenizer_path = args.get("tokenizer", "");
+  cfg.model_path = eo.model_dir;
+  cfg.version = version_string();
+  const SamplingDefaults sd = sampling_defaults(args, eo.model_dir, "cedar serve");
+  cfg.sampling.temperature = sd.temperature;
+  cfg.sampling.top_p = sd.top_p;
+  cfg.sampling.top_k = sd.top_k;
+  cfg.sampling.min_p = sd.min_p;
+  cfg.sampling_source = sd.from;
   server::SchedulerOptions so;
   so.parallel = parallel;
   so.ctx_size = positive(args, "ctx-size", 0, 1ll << 40);

@@ -29,11 +29,13 @@ int64_t unix_time() {
       .count();
 }
 
-std::string require_model(const ojson& body) {
+std::string request_model(const ojson& body, const std::string& served) {
   if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
   const auto it = body.find("model");
-  if (it == body.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
-    throw ApiError(400, "model is required: a non-empty string", "model");
+  if (it == body.end() || it->is_null()) return served;  // one model: naming it is optional
+  if (!it->is_string() || it->get_ref<const std::string&>().empty())
+    throw ApiError(400, "model must be a non-empty string (or left out: the served model)",
+                   "model");
   // the name is echoed in every streamed chunk: a long one would multiply the answer's size
   const std::string& name = it->get_ref<const std::string&>();
   if (name.size() > kMaxModelNameBytes)
@@ -206,10 +208,10 @@ runtime::Prompt render_chat_prompt(const ApiContext& ctx, const text::ChatReques
 PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::string id,
                              std::string tool_id_prefix, OptionNames names, const Warn& warn) {
   PreparedRequest r;
-  r.model = require_model(body);
+  r.model = request_model(body, ctx.cfg.model_name);
   r.id = std::move(id);
   r.created = unix_time();
-  r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
+  r.opts = parse_request_options(body, ctx.cfg.test_hooks, names, ctx.cfg.sampling);
   const text::ChatRequest req = text::parse_chat_request(body);
   r.spec.json_schema = response_schema(body);
   choose_tool_constraint(req, &r.spec, warn);
@@ -227,12 +229,12 @@ PreparedRequest prepare_chat(const ApiContext& ctx, const ojson& body, std::stri
 
 PreparedRequest prepare_completion(const ApiContext& ctx, const ojson& body, std::string id) {
   PreparedRequest r;
-  r.model = require_model(body);
+  r.model = request_model(body, ctx.cfg.model_name);
   r.id = std::move(id);
   r.created = unix_time();
   OptionNames names;
   names.legacy_logprobs = true;
-  r.opts = parse_request_options(body, ctx.cfg.test_hooks, names);
+  r.opts = parse_request_options(body, ctx.cfg.test_hooks, names, ctx.cfg.sampling);
   if (body.contains("messages"))
     throw ApiError(400,
                    "/v1/completions takes \"prompt\" (and \"suffix\"), not \"messages\": "

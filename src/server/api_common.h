@@ -25,9 +25,15 @@ namespace cedar::server {
 
 struct ServerConfig {
   std::string model_name = "deepseek-v4-flash";  // GET /v1/models; any requested name is served
-  std::string api_key;                           // "" = no authentication
-  bool test_hooks = false;                       // honour cedar_test_output
-  int keepalive_ms = 2000;                       // SSE keep-alive / non-streaming newline period
+  std::string model_path;                        // what was loaded (GET /props)
+  std::string version;                           // cedar's version (GET /version, /props)
+  // The sampling of a request that sets none: the checkpoint's generation_config.json under the
+  // flags (--temp, --top-p, --top-k, --min-p)
+  SamplingOptions sampling;
+  std::string sampling_source;  // "generation_config.json", "flags", ... ("": the built-in values)
+  std::string api_key;          // "" = no authentication
+  bool test_hooks = false;      // honour cedar_test_output
+  int keepalive_ms = 2000;      // SSE keep-alive / non-streaming newline period
   // --request-timeout: seconds from arrival after which a generation is ended as an error
   // (0: none); checked every keep-alive period
   int64_t request_timeout_s = 0;
@@ -72,8 +78,9 @@ int64_t unix_time();
 // The longest "model" a request may name (it is echoed back in every chunk of the answer).
 inline constexpr size_t kMaxModelNameBytes = 256;
 
-// The "model" field: a non-empty string of at most kMaxModelNameBytes (400 otherwise).
-std::string require_model(const ojson& body);
+// The "model" field: absent or null means the served model (`served`); else a non-empty string of
+// at most kMaxModelNameBytes (400 otherwise), echoed back as the client named it.
+std::string request_model(const ojson& body, const std::string& served);
 
 // Helpers of the request conversions (Anthropic, Responses), whose 400s name the field at fault:
 // "base[i]"; the string field `key` of o (a 400 naming where.key when it is not one); the "type"

@@ -31,6 +31,7 @@ struct HttpRequest {
   std::string body;                                          // de-chunked
   std::string remote_addr;
   int fd = -1;  // the connection (for client_gone); -1 outside a server
+  std::string id;  // the request id the server gave it (X-Request-Id), for its log line
 
   // The first value of a header (name in lower case), "" if absent.
   const std::string& header(std::string_view lower_name) const;

@@ -35,6 +35,7 @@ struct HttpResponse {
   std::function<bool(BodySink&)> next;
   std::function<void(bool completed)> done;
   bool self_logged = false;  // the handler logs this request itself (when its body ends)
+  std::string log_reason;    // an error response: what the request log says went wrong
 
   void set_header(std::string name, std::string value);
   const std::string* header(std::string_view name) const;  // case-insensitive

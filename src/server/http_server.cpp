@@ -9,6 +9,7 @@
 #include "base/json_limits.h"
 #include "server/anthropic_api.h"
 #include "server/field_warnings.h"
+#include "server/info_api.h"
 #include "server/openai_api.h"
 #include "server/request_aliases.h"
 #include "server/responses_api.h"
@@ -36,11 +37,23 @@ void send_json(HttpResponse& res, int status, const ojson& body) {
 
 void send_error(HttpResponse& res, const ApiError& e, ApiFlavor flavor) {
   send_json(res, e.status(), error_body(e, flavor));
+  res.log_reason = e.what();
+}
+
+// A client's X-Request-Id when it is a sane token (up to 128 visible ASCII characters, so that it
+// can go into a header and a log line as is); else a new id.
+std::string request_id(const HttpRequest& req) {
+  const std::string& given = req.header("x-request-id");
+  const bool sane = !given.empty() && given.size() <= 128 &&
+                    std::all_of(given.begin(), given.end(),
+                                [](char c) { return c > ' ' && c < 127 && c != '"' && c != '\\'; });
+  return sane ? given : new_id("req_");
 }
 
 // The request's log line before its outcome is known.
 RequestRecord record_of(const HttpRequest& req) {
   RequestRecord rec;
+  rec.id = req.id;
   rec.method = req.method;
   rec.path = req.path;
   rec.remote = req.remote_addr;
@@ -241,7 +254,10 @@ void HttpServer::refused(const HttpRequest& req, int status, const std::string& 
   send_error(res, ApiError(status, why), flavor_of(req.path));
   metrics_.request_done("other", status);
   RequestRecord rec = record_of(req);
+  rec.id = new_id("req_");  // (the request was not read whole: no header of its own is trusted)
+  res.set_header("X-Request-Id", rec.id);
   rec.status = status;
+  rec.reason = why;
   log_.request(rec);
 }
 
@@ -274,7 +290,8 @@ bool HttpServer::gate(const HttpRequest& req, HttpResponse& res) {
   return false;
 }
 
-void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
+void HttpServer::handle(HttpRequest& req, HttpResponse& res) {
+  req.id = request_id(req);
   try {
     if (gate(req, res)) {
       const auto it = routes_.find(req.path);
@@ -311,6 +328,7 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
     res = HttpResponse{};
     send_error(res, ApiError(500, std::string("internal error: ") + e.what()), flavor_of(req.path));
   }
+  res.set_header("X-Request-Id", req.id);
   // one origin per response: the one that asked, when it is allowed
   if (cfg_.cors_origin == "*") {
     res.set_header("Access-Control-Allow-Origin", "*");
@@ -323,6 +341,7 @@ void HttpServer::handle(const HttpRequest& req, HttpResponse& res) {
   if (res.self_logged) return;
   RequestRecord rec = record_of(req);
   rec.status = res.status;
+  if (res.status >= 400) rec.reason = res.log_reason;
   log_.request(rec);
 }
 
@@ -364,8 +383,28 @@ void HttpServer::routes() {
   });
   for (const char* p : {"/v1/models", "/models"})
     add("GET", p, [this](const HttpRequest&, HttpResponse& res) {
-      send_json(res, 200, models_body(cfg_.model_name));
+      send_json(res, 200,
+                models_body(cfg_.model_name, scheduler().ctx_size(),
+                            engine().config().max_position_embeddings));
     });
+  add("GET", "/props",
+      [this](const HttpRequest&, HttpResponse& res) { send_json(res, 200, props_body(*ctx_)); });
+  add("GET", "/version",
+      [this](const HttpRequest&, HttpResponse& res) { send_json(res, 200, version_body(*ctx_)); });
+  add("GET", "/slots",
+      [this](const HttpRequest&, HttpResponse& res) { send_json(res, 200, slots_body(*ctx_)); });
+  // (light routes: a tokenizer pass over at most --max-body bytes)
+  auto tokenizer_route = [this](ojson (*body)(const runtime::Engine&, const ojson&)) {
+    return [this, body](const HttpRequest& req, HttpResponse& res) {
+      try {
+        send_json(res, 200, body(engine(), parse_body(req.body)));
+      } catch (const ApiError& e) {
+        send_error(res, e, ApiFlavor::kOpenAI);
+      }
+    };
+  };
+  add("POST", "/tokenize", tokenizer_route(tokenize_body));
+  add("POST", "/detokenize", tokenizer_route(detokenize_body));
   auto generation = [this](ApiEndpoint ep) {
     return [this, ep](const HttpRequest& req, HttpResponse& res) { generate(ep, req, res); };
   };
@@ -453,18 +492,22 @@ void HttpServer::generate(ApiEndpoint ep, const HttpRequest& req, HttpResponse& 
     st->job = std::make_shared<Job>(std::move(p.spec));
     scheduler().submit(st->job);
     RequestRecord rec = record_of(req);
-    st->on_end = [this, rec](const Streaming& s, bool completed) mutable {
-      const Outcome o = s.job->outcome();
-      rec.status = o.finish == Finish::kError ? 500 : 200;
-      rec.seconds = s.job->seconds_to_done();
-      rec.ttft_seconds = s.job->seconds_to_first_token();
-      rec.prompt_tokens = o.usage.prompt_tokens;
-      rec.cached_tokens = o.usage.cached_tokens;
-      rec.completion_tokens = o.usage.completion_tokens;
-      rec.finish = completed ? openai_finish_reason(o.finish) : "client-gone";
-      if (completed && rec.status == 200)
-        metrics_.observe_generation(rec.seconds, rec.ttft_seconds);
-      log_.request(rec);
+    st->on_end = [this, rec](const Streaming& s, bool completed) {
+      // A client that left: its job stops at its next step; the line is logged then, with the
+      // tokens it really ran (the scheduler outlives this server's open jobs).
+      s.job->when_done([this, rec, completed, job = s.job.get()](const Outcome& o) mutable {
+        rec.status = o.finish == Finish::kError ? 500 : 200;
+        if (o.finish == Finish::kError) rec.reason = o.error;
+        rec.seconds = job->seconds_to_done();
+        rec.ttft_seconds = job->seconds_to_first_token();
+        rec.prompt_tokens = o.usage.prompt_tokens;
+        rec.cached_tokens = o.usage.cached_tokens;
+        rec.completion_tokens = o.usage.completion_tokens;
+        rec.finish = completed ? openai_finish_reason(o.finish) : "client-gone";
+        if (completed && rec.status == 200)
+          metrics_.observe_generation(rec.seconds, rec.ttft_seconds);
+        log_.request(rec);
+      });
     };
     res.self_logged = true;
     serve_job(req, res, st);
@@ -484,7 +527,7 @@ void HttpServer::count_tokens(const HttpRequest& req, HttpResponse& res) {
     ojson b = parse_body(req.body);
     if (!b.contains("max_tokens")) b["max_tokens"] = 1;  // not needed to count
     ojson chat = anthropic_to_chat(b);
-    (void)require_model(chat);
+    (void)request_model(chat, cfg_.model_name);
     JobSpec spec;  // the images as /v1/messages decodes and counts them
     const runtime::Prompt p =
         render_chat_prompt(for_request(*ctx_, req), text::parse_chat_request(chat), &spec);

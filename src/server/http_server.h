@@ -47,7 +47,7 @@ class HttpServer {
   };
   void routes();
   void add(const std::string& method, const std::string& path, Handler h, bool heavy = false);
-  void handle(const HttpRequest& req, HttpResponse& res);
+  void handle(HttpRequest& req, HttpResponse& res);
   bool gate(const HttpRequest& req, HttpResponse& res);
   void generate(ApiEndpoint ep, const HttpRequest& req, HttpResponse& res);
   void count_tokens(const HttpRequest& req, HttpResponse& res);

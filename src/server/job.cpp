@@ -18,6 +18,7 @@ void Job::push(std::vector<CompletionEvent>* events) {
 }
 
 void Job::done(Outcome outcome) {
+  std::function<void(const Outcome&)> f;
   {
     std::lock_guard<std::mutex> lk(mu_);
     outcome_ = std::move(outcome);
@@ -26,8 +27,21 @@ void Job::done(Outcome outcome) {
     CompletionEvent e;
     e.kind = CompletionEvent::Kind::kDone;
     queue_.push_back(std::move(e));
+    f = std::move(when_done_);
   }
   cv_.notify_all();
+  if (f) f(outcome_);  // (outcome_ no longer changes)
+}
+
+void Job::when_done(std::function<void(const Outcome&)> f) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!finished_) {
+      when_done_ = std::move(f);
+      return;
+    }
+  }
+  f(outcome_);
 }
 
 bool Job::wait(std::vector<CompletionEvent>* out, std::chrono::milliseconds timeout) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,6 +88,9 @@ class Job {
   bool wait(std::vector<CompletionEvent>* out, std::chrono::milliseconds timeout);
   bool finished() const;
   Outcome outcome() const;  // meaningful once finished()
+  // Calls f(outcome) once the job is done: at once if it is, else from done() (the slot's
+  // thread). One callback per job.
+  void when_done(std::function<void(const Outcome&)> f);
   // Seconds from the job's creation to its first answer event (text or a tool call; -1: none
   // yet) and to done() (-1: not done).
   double seconds_to_first_token() const;
@@ -99,6 +103,7 @@ class Job {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<CompletionEvent> queue_;
+  std::function<void(const Outcome&)> when_done_;  // guarded by mu_
   bool finished_ = false;
   Outcome outcome_;
   using Clock = std::chrono::steady_clock;

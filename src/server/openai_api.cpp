@@ -259,8 +259,16 @@ ojson CompletionFormat::body(const Outcome& o) const {
   return b;
 }
 
-ojson models_body(const std::string& model_name) {
-  ojson m = {{"id", model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "deepseek"}};
+ojson models_body(const std::string& model_name, int64_t ctx_size, int64_t ctx_train) {
+  // the context length as the clients that look for it spell it (llama-server's meta, vLLM's
+  // max_model_len, OpenRouter's context_length)
+  ojson m = {{"id", model_name},
+             {"object", "model"},
+             {"created", 0},
+             {"owned_by", "deepseek"},
+             {"context_length", ctx_size},
+             {"max_model_len", ctx_size},
+             {"meta", {{"n_ctx", ctx_size}, {"n_ctx_train", ctx_train}}}};
   return {{"object", "list"}, {"data", ojson::array({m})}};
 }
 

@@ -58,7 +58,7 @@ class CompletionFormat : public StreamFormat {
 };
 
 // GET /v1/models: {"object":"list","data":[{"id","object":"model","created","owned_by"}]}.
-ojson models_body(const std::string& model_name);
+ojson models_body(const std::string& model_name, int64_t ctx_size, int64_t ctx_train);
 
 // The chat.completion message for an outcome: role, content (null when empty with tool calls),
 // reasoning_content (thinking only), tool_calls.

@@ -36,6 +36,15 @@ std::string logged_path(const std::string& path) {
   return path.size() <= kMax ? path : path.substr(0, kMax) + "...";
 }
 
+// An error message as logged: one line, at most 300 bytes.
+std::string logged_reason(const std::string& why) {
+  constexpr size_t kMax = 300;
+  std::string s = why.size() <= kMax ? why : why.substr(0, kMax) + "...";
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
 }  // namespace
 
 LogFormat parse_log_format(const std::string& s) {
@@ -46,10 +55,10 @@ LogFormat parse_log_format(const std::string& s) {
 
 void RequestLog::request(const RequestRecord& r) {
   if (format_ == LogFormat::kJson) {
-    text::ojson j = {{"time", timestamp()},         {"level", "info"},
-                     {"event", "request"},          {"method", r.method},
-                     {"path", logged_path(r.path)}, {"status", r.status},
-                     {"remote", r.remote}};
+    text::ojson j = {{"time", timestamp()}, {"level", "info"},    {"event", "request"},
+                     {"request_id", r.id},  {"method", r.method}, {"path", logged_path(r.path)},
+                     {"status", r.status},  {"remote", r.remote}};
+    if (!r.reason.empty()) j["error"] = logged_reason(r.reason);
     if (r.seconds >= 0) j["seconds"] = r.seconds;
     if (r.ttft_seconds >= 0) j["ttft_seconds"] = r.ttft_seconds;
     if (r.prompt_tokens >= 0) j["prompt_tokens"] = r.prompt_tokens;
@@ -59,8 +68,8 @@ void RequestLog::request(const RequestRecord& r) {
     sink_.write(j.dump(-1, ' ', false, text::ojson::error_handler_t::replace) + "\n");
     return;
   }
-  std::string s =
-      timestamp() + " " + r.method + " " + logged_path(r.path) + " " + std::to_string(r.status);
+  std::string s = timestamp() + (r.id.empty() ? "" : " " + r.id) + " " + r.method + " " +
+                  logged_path(r.path) + " " + std::to_string(r.status);
   if (r.seconds >= 0) s += " " + fixed3(r.seconds) + "s";
   if (r.ttft_seconds >= 0) s += " ttft " + fixed3(r.ttft_seconds) + "s";
   if (r.prompt_tokens >= 0) {
@@ -70,6 +79,7 @@ void RequestLog::request(const RequestRecord& r) {
   if (r.completion_tokens >= 0) s += " completion " + std::to_string(r.completion_tokens);
   if (!r.finish.empty()) s += " " + r.finish;
   if (!r.remote.empty()) s += " from " + r.remote;
+  if (!r.reason.empty()) s += ": " + logged_reason(r.reason);
   sink_.write(s + "\n");
 }
 

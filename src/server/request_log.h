@@ -16,7 +16,9 @@ enum class LogFormat { kText, kJson };
 
 // What one request line says. Negative times and token counts: not applicable (no generation).
 struct RequestRecord {
+  std::string id;  // the request id (X-Request-Id)
   std::string method, path, remote;
+  std::string reason;  // an error response: why (its message)
   int status = 0;
   double seconds = -1, ttft_seconds = -1;
   int64_t prompt_tokens = -1, cached_tokens = -1, completion_tokens = -1;

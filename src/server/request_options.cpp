@@ -39,9 +39,11 @@ void check_range(std::optional<double> v, double lo, double hi, const char* key,
 
 }  // namespace
 
-RequestOptions parse_request_options(const ojson& body, bool test_hooks, OptionNames names) {
+RequestOptions parse_request_options(const ojson& body, bool test_hooks, OptionNames names,
+                                     const SamplingOptions& defaults) {
   if (!body.is_object()) throw ApiError(400, "request body must be a JSON object");
   RequestOptions o;
+  o.sampling = defaults;
   SamplingOptions& s = o.sampling;
 
   const auto temperature = number(body, "temperature");

@@ -44,9 +44,11 @@ struct OptionNames {
   bool legacy_logprobs = false;  // /v1/completions: `logprobs` is an integer in [0, 5]
 };
 
-// Parses and validates the OpenAI generation fields of `body`. `test_hooks` says whether the
-// server honours cedar_test_output (otherwise that field is a 400).
-RequestOptions parse_request_options(const ojson& body, bool test_hooks, OptionNames names = {});
+// Parses and validates the OpenAI generation fields of `body`; the sampling fields it leaves out
+// keep `defaults` (the server's). `test_hooks` says whether the server honours cedar_test_output
+// (otherwise that field is a 400).
+RequestOptions parse_request_options(const ojson& body, bool test_hooks, OptionNames names = {},
+                                     const SamplingOptions& defaults = {});
 
 inline constexpr const char* kTestOutputField = "cedar_test_output";
 

@@ -131,6 +131,25 @@ int Scheduler::active() const {
   return active_;
 }
 
+int Scheduler::slot_count() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return int(slots_.size());
+}
+
+std::vector<Scheduler::SlotInfo> Scheduler::slot_info() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<SlotInfo> out;
+  for (const auto& s : slots_) {
+    SlotInfo i;
+    i.id = s->index;
+    i.busy = s->job != nullptr;
+    i.prompt_tokens = i.busy ? int64_t(s->job->spec().prompt.size()) : 0;
+    i.held_tokens = i.busy ? 0 : int64_t(s->tokens.size());
+    out.push_back(i);
+  }
+  return out;
+}
+
 int64_t Scheduler::kv_capacity() const {
   std::lock_guard<std::mutex> lk(mu_);
   return kv_.capacity();

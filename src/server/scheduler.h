@@ -57,6 +57,15 @@ class Scheduler {
   int64_t ctx_size() const { return ctx_; }
   int queued() const;
   int active() const;
+  int slot_count() const;
+  // Each slot: running a job (its prompt's length) or idle (the session it holds for reuse).
+  struct SlotInfo {
+    int id = 0;
+    bool busy = false;
+    int64_t prompt_tokens = 0;  // the running job's prompt (0 when idle)
+    int64_t held_tokens = 0;    // an idle slot's session tokens (reused by a matching prompt)
+  };
+  std::vector<SlotInfo> slot_info() const;
   // The KV pool: capacity (0: unlimited) and bytes reserved by jobs and idle sessions.
   int64_t kv_capacity() const;
   int64_t kv_used() const;

@@ -256,7 +256,7 @@ int cmd_bench(int argc, char** argv) {
       "bench",
       with_rank_options(
           {{"model", "m", true,
-            "model directory or GGUF file (required; e.g. from make-model --preset small)"},
+            "model directory or GGUF file (default: the embedded default model; e.g. make-model --preset small for bench figures)"},
            {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
            {"gen", "", true, "decode steps timed after each prompt (default 32)"},
            {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
@@ -297,7 +297,7 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   runtime::EngineOptions eo;
-  eo.model_dir = args.require("model");
+  eo.model_dir = model_dir_or_default(args);
   eo.threads = threads_option(args, "cedar bench");
   eo.kernels = args.get("kernels", "");
   eo.gguf_requant = args.has("gguf-requant");

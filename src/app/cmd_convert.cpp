@@ -18,7 +18,7 @@ namespace cedar::app {
 
 int cmd_convert(int argc, char** argv) {
   Args args("convert",
-            {{"from", "f", true, "model directory in the release layout, or a GGUF file"},
+            {{"from", "m", true, "the model: a directory in the release layout, or a GGUF file"},
              {"to", "o", true, "GGUF file to write"},
              {"type", "", true,
               "bf16 (lossless; the default), q8_0 (FP8 weights and the Engram table as Q8_0, "

@@ -11,9 +11,9 @@ namespace cedar::app {
 
 int cmd_expand_model(int argc, char** argv) {
   Args args("expand-model",
-            {{"compact", "c", true, "directory with config.json and compact.safetensors[.gz]"},
+            {{"compact", "", true, "directory with config.json and compact.safetensors[.gz]"},
              {"out", "o", true, "output model directory (replaced)"},
-             {"tokenizer", "t", true, "tokenizer.json to ship (default: the build's)"}});
+             {"tokenizer", "", true, "tokenizer.json to ship (default: the build's)"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());

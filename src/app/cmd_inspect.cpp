@@ -90,13 +90,13 @@ int cmd_inspect(int argc, char** argv) {
       {{"model", "m", true, "model directory (validates the whole checkpoint) or a GGUF file"},
        {"tensor", "", true, "GGUF: write this tensor's decoded values (a release or GGUF name)"},
        {"out", "o", true, "GGUF --tensor: the .npy file to write"},
-       {"config", "c", true, "a config.json alone (no weights)"},
+       {"config", "", true, "a config.json alone (no weights)"},
        {"json", "", false, "machine-readable output"},
        {"kv-tokens", "", true, "also report the cache bytes for N tokens"},
        {"plan", "", false,
         "print the memory plan of serving the model (exit 1 when it is refused)"},
-       {"parallel", "", true, "--plan: sequences held at once (default 1)"},
-       {"ctx", "", true, "--plan: tokens per sequence (default: the model's)"},
+       {"parallel", "np", true, "--plan: sequences held at once (default 1)"},
+       {"ctx-size", "c", true, "--plan: tokens per sequence (default: the model's)"},
        {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp},
        {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp},
@@ -135,7 +135,7 @@ int cmd_inspect(int argc, char** argv) {
   if (args.has("plan")) {
     if (!ck)
       throw std::runtime_error("--plan needs --model DIR or FILE.gguf (it reads the tensor sizes)");
-    const long long parallel = args.get_int("parallel", 1), ctx = args.get_int("ctx", 0);
+    const long long parallel = args.get_int("parallel", 1), ctx = args.get_int("ctx-size", 0);
     const long long cache = args.get_int("cache-ram", 0);
     if (parallel < 1 || parallel > (1 << 20) || ctx < 0 || cache < 0)
       throw std::runtime_error("--parallel, --ctx and --cache-ram must be positive integers");

@@ -11,13 +11,13 @@ namespace cedar::app {
 
 int cmd_make_model(int argc, char** argv) {
   Args args("make-model",
-            {{"preset", "p", true, "tiny | small | bench | anchor (docs/NUMERICS.md, Presets)"},
+            {{"preset", "", true, "tiny | small | bench | anchor (docs/NUMERICS.md, Presets)"},
              {"seed", "s", true, "random seed (default 0)"},
              {"out", "o", true, "output directory (created; must be empty unless --force)"},
-             {"tokenizer", "t", true,
+             {"tokenizer", "", true,
               "tokenizer.json to copy (tokenizer_config.json beside it is copied too)"},
              {"shards", "", true, "number of safetensors shards (default 1)"},
-             {"force", "f", false, "write into a non-empty directory"}});
+             {"force", "", false, "write into a non-empty directory"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());

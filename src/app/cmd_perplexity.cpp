@@ -82,7 +82,7 @@ int cmd_perplexity(int argc, char** argv) {
       "perplexity",
       {{"model", "m", true, "model directory or GGUF file (default: the embedded default model)"},
        {"file", "f", true, "UTF-8 text file to score (required)"},
-       {"ctx", "c", true, "tokens per window (default 512)"},
+       {"ctx-size", "c", true, "tokens per window (default 512)"},
        {"chunks", "", true, "score at most this many windows (default: all)"},
        {"exact-prefill", "", false, "run every layer on every prompt row (default: CED)"},
        {"kernels", "", true, kKernelsHelp},
@@ -98,7 +98,7 @@ int cmd_perplexity(int argc, char** argv) {
   runtime::EngineOptions eo;
   eo.model_dir = model_dir_or_default(args);
   const std::string path = args.require("file");
-  const long long ctx = args.get_int("ctx", 512);
+  const long long ctx = args.get_int("ctx-size", 512);
   if (ctx < 2 || ctx > (1 << 20)) throw std::runtime_error("--ctx must be in [2, 1048576]");
   const long long chunks = args.get_int("chunks", 0);
   if (chunks < 0) throw std::runtime_error("--chunks must be >= 0");

@@ -23,7 +23,7 @@ namespace cedar::app {
 
 int cmd_render(int argc, char** argv) {
   Args args("render", {{"ids", "", false, "print token ids (needs --tokenizer)"},
-                       {"tokenizer", "t", true, "path to tokenizer.json (with --ids)"},
+                       {"tokenizer", "", true, "path to tokenizer.json (with --ids)"},
                        {"jsonl", "", false, "one request body per line"}});
   args.parse(argc, argv);
   if (args.help_requested()) {

@@ -41,11 +41,6 @@ using runtime::GenerationResult;
 using runtime::Generator;
 using text::ojson;
 
-// A bad flag or value: exit status 2 (a usage error), unlike runtime failures (1).
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 std::atomic<bool> g_interrupt{false};
 extern "C" void on_sigint(int) { g_interrupt.store(true); }
 

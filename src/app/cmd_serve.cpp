@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -39,9 +40,35 @@ constexpr int kShutdownSeconds = 10;
 long long positive(const Args& a, const std::string& name, long long def, long long max) {
   const long long v = a.get_int(name, def);
   if (v < 0 || v > max)
-    throw std::runtime_error("--" + name + " must be in [0, " + std::to_string(max) + "], got " +
-                             std::to_string(v));
+    throw UsageError("--" + name + " must be in [0, " + std::to_string(max) + "], got " +
+                     std::to_string(v));
   return v;
+}
+
+// A problem with a flag's value that a parser reports as std::runtime_error: a usage error.
+template <class F>
+auto flag_value(F&& parse) {
+  try {
+    return parse();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// A model path that is not there fails before the port is bound (the load says more about a
+// path that is there but wrong).
+void check_model_path(const std::string& path) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    throw std::runtime_error("model " + path + ": no such file or directory");
+  if (std::filesystem::is_directory(st) &&
+      !std::filesystem::exists(std::filesystem::path(path) / "config.json"))
+    throw std::runtime_error("model " + path +
+                             ": no config.json in this directory (a model directory in the "
+                             "release layout, or a GGUF file)");
 }
 
 // A size or count for which 0 means nothing useful (a zero body limit, chunk, thread count):
@@ -104,15 +131,15 @@ int cmd_serve(int argc, char** argv) {
            {"host", "", true, "address to listen on (default 127.0.0.1)"},
            {"port", "", true, "port (default 8080; 0: any free port, printed on start)"},
            {"api-key", "", true,
-            "require this key (Authorization: Bearer / x-api-key); "
-            "default $CEDAR_API_KEY, none if unset"},
-           {"parallel", "", true,
+            "require this key (Authorization: Bearer / x-api-key); default: none"},
+           {"parallel", "np", true,
             "requests generated concurrently, decoded together in batched passes (default 8)"},
            {"ctx-size", "c", true,
             "context limit per request, prompt + completion (default and 0: the model's; more "
             "than the model's is an error)"},
            {"threads", "t", true, "worker threads for the forward (default: all cores)"},
            {"model-name", "", true, "model id reported by /v1/models (default deepseek-v4-flash)"},
+           {"alias", "a", true, "the same as --model-name (llama-server's name)"},
            {"prefill-chunk", "", true, "prompt tokens per forward call of a prefill (default 128)"},
            {"batch-rows", "", true, "token rows per batched forward pass (default 512)"},
            {"max-queue", "", true,
@@ -121,6 +148,7 @@ int cmd_serve(int argc, char** argv) {
            {"max-body", "", true, "request body limit in bytes (default 16777216)"},
            {"max-tokens", "", true,
             "max_tokens of a request that sets none (default 32768; 0: until the context is full)"},
+           {"n-predict", "n", true, "the same as --max-tokens (llama-server's name)"},
            {"keepalive-ms", "", true, "SSE keep-alive period in ms (default 2000)"},
            {"request-timeout", "", true,
             "end a generation that runs longer than this many seconds, as an error (default "
@@ -163,28 +191,41 @@ int cmd_serve(int argc, char** argv) {
             "(default: speculation pauses while it does not pay)"},
            {"enable-test-hooks", "", false,
             "honour the cedar_test_output request field (tests only; docs/SERVER.md)"}})));
-  args.parse(argc, argv);
+  args.parse(argc, argv, "CEDAR_");  // every flag also as $CEDAR_<NAME> (under argv)
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
     return 0;
   }
+  if (!args.positional().empty())
+    throw UsageError("unexpected argument '" + args.positional().front() + "'");
+  // two names for one setting: one on the command line (which wins over the environment's)
+  auto named = [&](const char* a, const char* b) {
+    const bool argv_a = args.has(a) && !args.from_env(a), argv_b = args.has(b) && !args.from_env(b);
+    if (argv_a && argv_b)
+      throw UsageError(std::string("give one of --") + a + " and --" + b + " (the same setting)");
+    return argv_b || (!argv_a && !args.has(a) && args.has(b)) ? b : a;
+  };
+  const char* model_name_flag = named("model-name", "alias");
+  const char* max_tokens_flag = named("max-tokens", "n-predict");
   const std::string host = args.get("host", "127.0.0.1");
   const int port = int(positive(args, "port", 8080, 65535));
   const int parallel = int(count_or_default(args, "parallel", 8, 1024));
 
   server::ServerConfig cfg;
-  cfg.model_name = args.get("model-name", cfg.model_name);
-  cfg.api_key =
-      args.get("api-key", std::getenv("CEDAR_API_KEY") ? std::getenv("CEDAR_API_KEY") : "");
+  cfg.model_name = args.get(model_name_flag, cfg.model_name);
+  if (cfg.model_name.empty()) throw UsageError("--model-name must not be empty");
+  cfg.api_key = args.get("api-key", "");
   cfg.test_hooks = args.has("enable-test-hooks");
   cfg.keepalive_ms = int(count_or_default(args, "keepalive-ms", 2000, 600000));
   cfg.request_timeout_s = positive(args, "request-timeout", 0, 1ll << 31);
   cfg.max_body_bytes = size_t(count_or_default(args, "max-body", 16ll << 20, 1ll << 34));
-  cfg.default_max_tokens = positive(args, "max-tokens", runtime::kDefaultMaxTokens, 1ll << 40);
-  cfg.log_format = server::parse_log_format(args.get("log-format", "text"));
+  cfg.default_max_tokens =
+      positive(args, max_tokens_flag, runtime::kDefaultMaxTokens, 1ll << 40);
+  cfg.log_format = flag_value([&] { return server::parse_log_format(args.get("log-format", "text")); });
   cfg.cors_origin = args.get("cors", "");
   if (args.has("allowed-hosts"))
-    cfg.allowed_hosts = server::parse_allowed_hosts(args.get("allowed-hosts", ""));
+    cfg.allowed_hosts =
+        flag_value([&] { return server::parse_allowed_hosts(args.get("allowed-hosts", "")); });
   cfg.images.pixel_budget =
       count_or_default(args, "image-budget", cfg.images.pixel_budget >> 20, 1 << 20) << 20;
   cfg.images.threads = int(count_or_default(args, "image-threads", cfg.images.threads, 256));
@@ -200,21 +241,23 @@ int cmd_serve(int argc, char** argv) {
   // ranks: under --ranks the cache is off unless asked for, and refused when it is.
   if (ranks && (args.get("speculative", "") == "dspark" || args.has("cache-dir") ||
                 (args.has("cache-ram") && positive(args, "cache-ram", 0, 1ll << 30) > 0)))
-    throw std::runtime_error(
+    throw UsageError(
         "--ranks: --speculative dspark and the prefix cache (--cache-ram, --cache-dir: its "
         "restores rebuild the window by replay) need one process");
 
   // The engine and scheduler flags, checked before the port is bound.
   runtime::EngineOptions eo;
   eo.model_dir = model_dir_or_default(args);
-  eo.threads = threads_option(args, "cedar serve");
+  eo.threads = flag_value([&] { return threads_option(args, "cedar serve"); });
   eo.kernels = args.get("kernels", "");
+  flag_value([&] { return &choose_kernels(eo.kernels); });
   eo.gguf_requant = args.has("gguf-requant");
-  eo.head_type = parse_head_type(args.get("head-type", "stored"));
+  eo.head_type = flag_value([&] { return parse_head_type(args.get("head-type", "stored")); });
   eo.tokenizer_path = args.get("tokenizer", "");
   cfg.model_path = eo.model_dir;
   cfg.version = version_string();
-  const SamplingDefaults sd = sampling_defaults(args, eo.model_dir, "cedar serve");
+  const SamplingDefaults sd =
+      flag_value([&] { return sampling_defaults(args, eo.model_dir, "cedar serve"); });
   cfg.sampling.temperature = sd.temperature;
   cfg.sampling.top_p = sd.top_p;
   cfg.sampling.top_k = sd.top_k;
@@ -226,6 +269,28 @@ int cmd_serve(int argc, char** argv) {
   so.prefill_chunk = count_or_default(args, "prefill-chunk", 128, 1 << 20);
   so.max_queue = int(positive(args, "max-queue", 256, 1 << 20));
   so.batch_rows = int(count_or_default(args, "batch-rows", 512, 1 << 20));
+  const std::string spec = args.get("speculative", "");
+  if (!spec.empty() && spec != "off" && spec != "dspark")
+    throw UsageError("--speculative must be off or dspark, got '" + spec + "'");
+  so.speculative.spec_tokens = int(positive(args, "spec-tokens", 0, 64));
+  so.speculative.min_confidence = args.get_double("spec-confidence", 0.0);
+  so.speculative.payoff_gate = !args.has("spec-always");
+  if (!(so.speculative.min_confidence >= 0.0 && so.speculative.min_confidence < 1.0))
+    throw UsageError("--spec-confidence must be in [0, 1)");
+  const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
+  const bool use_cache =
+      !ranks && !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
+  runtime::PrefixCacheOptions co;
+  co.memory_bytes = uint64_t(cache_ram) << 20;
+  co.disk_dir = args.get("cache-dir", "");
+  co.disk_bytes = uint64_t(positive(args, "cache-disk", 16384, 1ll << 30)) << 20;
+  co.interval = count_or_default(args, "cache-interval", 1024, 1ll << 30);
+  eo.memory = flag_value([&] {
+    return memory_request(args, parallel, so.ctx_size, use_cache ? cache_ram << 20 : 0,
+                          so.batch_rows);
+  });
+  (void)positive(args, "http-threads", 0, 4096);
+  check_model_path(eo.model_dir);  // (a runtime error, status 1, but before the port is bound)
 
   // Signals are taken by one thread (sigwait) so that shutdown runs outside a signal handler.
   sigset_t sigs;
@@ -290,11 +355,6 @@ int cmd_serve(int argc, char** argv) {
     }
   } shutdown{http, listener, sig_thread, exiting};
 
-  const long long cache_ram = positive(args, "cache-ram", 2048, 1ll << 30);
-  const bool use_cache =
-      !ranks && !args.has("no-cache") && (cache_ram > 0 || args.has("cache-dir"));
-  eo.memory =
-      memory_request(args, parallel, so.ctx_size, use_cache ? cache_ram << 20 : 0, so.batch_rows);
   // a rank reads its layers' pages as it uses them, not the whole checkpoint
   auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch") && !ranks);
   if (ranks) {
@@ -304,29 +364,14 @@ int cmd_serve(int argc, char** argv) {
   }
   if (engine->memory_plan().kv_shared) so.kv_pool = engine->memory_plan().kv;
 
-  const std::string spec = args.get("speculative", "");
-  if (!spec.empty() && spec != "off" && spec != "dspark")
-    throw std::runtime_error("--speculative must be off or dspark, got '" + spec + "'");
   const bool drafter = engine->model().dspark() != nullptr;
   if (spec == "dspark" && !drafter)
     throw std::runtime_error("--speculative dspark: " + model_dir + " has no DSpark stages");
   so.speculative.enabled = spec.empty() ? drafter && !ranks : spec == "dspark";
-  so.speculative.spec_tokens = int(positive(args, "spec-tokens", 0, 64));
-  so.speculative.min_confidence = args.get_double("spec-confidence", 0.0);
-  so.speculative.payoff_gate = !args.has("spec-always");
-  if (!(so.speculative.min_confidence >= 0.0 && so.speculative.min_confidence < 1.0))
-    throw std::runtime_error("--spec-confidence must be in [0, 1)");
   // The prefix cache (docs/PREFIX_CACHE.md), shared by all slots; hits are reported as
   // prompt_cache_hit_tokens.
   std::unique_ptr<runtime::PrefixCache> cache;
-  if (use_cache) {
-    runtime::PrefixCacheOptions co;
-    co.memory_bytes = uint64_t(cache_ram) << 20;
-    co.disk_dir = args.get("cache-dir", "");
-    co.disk_bytes = uint64_t(positive(args, "cache-disk", 16384, 1ll << 30)) << 20;
-    co.interval = count_or_default(args, "cache-interval", 1024, 1ll << 30);
-    cache = std::make_unique<runtime::PrefixCache>(*engine, co);
-  }
+  if (use_cache) cache = std::make_unique<runtime::PrefixCache>(*engine, co);
   server::Scheduler scheduler(*engine, cache.get(), so, &metrics);
   if (stopping) return 0;  // a signal during the load
   running = &scheduler;

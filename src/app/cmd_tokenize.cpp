@@ -17,7 +17,7 @@
 namespace cedar::app {
 
 int cmd_tokenize(int argc, char** argv) {
-  Args args("tokenize", {{"tokenizer", "t", true, "path to tokenizer.json (required)"},
+  Args args("tokenize", {{"tokenizer", "", true, "path to tokenizer.json (required)"},
                          {"jsonl", "", false, "FILE: one JSON string per line"}});
   args.parse(argc, argv);
   if (args.help_requested()) {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "app/commands.h"
+#include "base/args.h"
 
 namespace {
 
@@ -86,6 +87,13 @@ int main(int argc, char** argv) {
     if (name == c.name) {
       try {
         return c.fn(argc - 1, argv + 1);
+      } catch (const cedar::UsageError& e) {  // what was typed: status 2
+        const std::string_view msg = e.what();
+        std::fprintf(stderr, "cedar %s: error: %s%s%s%s\n", c.name, e.what(),
+                     msg.find("--help") == std::string_view::npos ? " (see cedar " : "",
+                     msg.find("--help") == std::string_view::npos ? c.name : "",
+                     msg.find("--help") == std::string_view::npos ? " --help)" : "");
+        return 2;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "cedar %s: error: %s\n", c.name, e.what());
         return 1;

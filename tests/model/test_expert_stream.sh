@@ -47,7 +47,7 @@ if [ -d "$D" ]; then
 fi
 
 # cedar run under a budget that leaves the experts a few slots: streamed, same text
-plan() { "$CEDAR_BIN" inspect -m "$M" --plan --json --ctx 2048 "$@"; }
+plan() { "$CEDAR_BIN" inspect -m "$M" --plan --json --ctx-size 2048 "$@"; }
 budget=$(plan | "$PY" -c "import json,sys; p=json.load(sys.stdin)
 print(p['dense'] + p['kv'] + p['workspace'] + p['engram_tables'] + 3 * p['min_expert_slots'] * p['expert_slot'])")
 plan --mem-budget "$budget" >"$WORK/plan.json"
@@ -109,7 +109,7 @@ done
 check "gguf: the expert cache read from the file" grep -q "MiB read in" "$WORK/err.txt"
 check "ds4 gguf: the Engram store read rows" grep -q "Engram store: [1-9][0-9]* row lookups" \
   "$WORK/err_ds4.txt"
-gplan() { "$CEDAR_BIN" inspect -m "$G" --plan --json --ctx 2048 "$@"; }
+gplan() { "$CEDAR_BIN" inspect -m "$G" --plan --json --ctx-size 2048 "$@"; }
 gplan >"$WORK/gplan.json"
 check "gguf plan: dialect A's Engram tables resident, the experts in the file" "$PY" -c "
 import json, sys

@@ -12,7 +12,7 @@ const CTX = 1024;
 const SHORT = 64;  // prompt + max_tokens of the short request
 
 function planKv(ctx, extra = []) {
-  const out = execFileSync(BIN, ['inspect', '--model', tinyModel(), '--plan', '--ctx', String(ctx),
+  const out = execFileSync(BIN, ['inspect', '--model', tinyModel(), '--plan', '--ctx-size', String(ctx),
                                  '--json', ...extra], { encoding: 'utf8' });
   return JSON.parse(out);
 }
@@ -48,7 +48,7 @@ test('inspect --plan reports a shared pool and refuses one smaller than a sequen
   assert.equal(p.kv, POOL);
   assert.equal(p.kv_shared, true);
   assert.equal(p.refusal, '');
-  const r = spawnSync(BIN, ['inspect', '--model', tinyModel(), '--plan', '--ctx', String(CTX),
+  const r = spawnSync(BIN, ['inspect', '--model', tinyModel(), '--plan', '--ctx-size', String(CTX),
                             '--parallel', '4', '--kv-ram', String(full - 1)], { encoding: 'utf8' });
   assert.equal(r.status, 1, r.stdout + r.stderr);
   assert.match(r.stdout, /--kv-ram .* cannot hold one sequence of 1024 tokens/);

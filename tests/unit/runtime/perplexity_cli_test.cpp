@@ -82,7 +82,7 @@ class PerplexityCli : public ::testing::Test {
     return ojson::parse(r.out, nullptr, false);
   }
   static std::vector<int32_t> text_ids() {
-    const Result r = run("tokenize -t " + model_ + "/tokenizer.json " + text_);
+    const Result r = run("tokenize --tokenizer " + model_ + "/tokenizer.json " + text_);
     EXPECT_EQ(r.status, 0) << r.err;
     return ojson::parse(r.out).get<std::vector<int32_t>>();
   }

@@ -6,6 +6,7 @@
 // N tokens and reports the bytes measured from its buffers (capacities), next to the arithmetic.
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include "app/commands.h"
 #include "app/inspect_gguf.h"
 #include "app/load_model.h"
+#include "app/plan_advice.h"
 #include "base/args.h"
 #include "forward/vocab_product.h"
 #include "model/checkpoint.h"
@@ -100,7 +102,11 @@ int cmd_inspect(int argc, char** argv) {
        {"cache-ram", "", true, "--plan: prefix cache MiB (default 0)"},
        {"mem-budget", "", true, std::string("--plan: ") + kMemBudgetHelp},
        {"kv-ram", "", true, std::string("--plan: ") + kKvRamHelp},
-       {"head-type", "", true, std::string("--plan: ") + kHeadTypeHelp}});
+       {"head-type", "", true, std::string("--plan: ") + kHeadTypeHelp},
+       {"ram", "", true,
+        "--plan: advise `cedar serve` flags for a machine with this much RAM, e.g. 256G "
+        "(default: this machine's)",
+        "SIZE"}});
   args.parse(argc, argv);
   if (args.help_requested()) {
     std::printf("%s", args.usage().c_str());
@@ -133,17 +139,25 @@ int cmd_inspect(int argc, char** argv) {
     cfg = ModelConfig::from_file(source);  // parses and validates
   }
   if (args.has("plan")) {
-    if (!ck)
-      throw std::runtime_error("--plan needs --model DIR or FILE.gguf (it reads the tensor sizes)");
     const long long parallel = args.get_int("parallel", 1), ctx = args.get_int("ctx-size", 0);
     const long long cache = args.get_int("cache-ram", 0);
     if (parallel < 1 || parallel > (1 << 20) || ctx < 0 || cache < 0)
-      throw std::runtime_error("--parallel, --ctx and --cache-ram must be positive integers");
+      throw UsageError("--parallel, --ctx-size and --cache-ram must be positive integers");
     runtime::MemoryRequest req = memory_request(args, int(parallel), ctx, int64_t(cache) << 20,
                                                 runtime::MemoryRequest{}.batch_rows);
     // (run, serve and bench: Engine::load sets it from EngineOptions::head_type)
     req.q8_head = parse_head_type(args.get("head-type", "stored")) == HeadType::kQ8;
-    const runtime::MemoryPlan p = runtime::plan_memory(*ck, req);
+    // with --config: the tensors the config implies in the release layout (no weights needed)
+    auto plan = [&](const runtime::MemoryRequest& r) {
+      return ck ? runtime::plan_memory(*ck, r) : runtime::plan_memory(cfg, r);
+    };
+    const runtime::MemoryPlan p = plan(req);
+    const int64_t ram =
+        args.has("ram") ? runtime::parse_size(args.get("ram"), "--ram") : physical_ram();
+    runtime::MemoryRequest advised = req;
+    advised.budget = 0;
+    const std::string model = ck ? source : std::filesystem::path(source).parent_path().string();
+    const std::string advice = plan_advice(ram, advised, plan, model.empty() ? "." : model);
     if (args.has("json")) {
       const json pj = {{"budget", p.budget},
                        {"parallel", p.parallel},
@@ -165,10 +179,15 @@ int cmd_inspect(int argc, char** argv) {
                        {"expert_cache", p.expert_cache},
                        {"streamed", p.streamed},
                        {"resident", p.resident()},
-                       {"refusal", p.refusal}};
+                       {"refusal", p.refusal},
+                       {"from_config_only", !ck},
+                       {"advice", advice}};
       std::printf("%s\n", pj.dump(2).c_str());
     } else {
-      std::printf("%s", p.describe().c_str());
+      if (!ck)
+        std::printf("%s alone: the tensors of the release layout it implies (no weights read)\n",
+                    source.c_str());
+      std::printf("%s%s", p.describe().c_str(), advice.c_str());
     }
     return p.refusal.empty() ? 0 : 1;
   }

@@ -55,35 +55,55 @@ void fit_budget(MemoryPlan& p) {
 }  // namespace
 
 MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r) {
-  const ModelConfig& cfg = ck.config();
+  std::vector<PlannedTensor> ts;
+  // Streaming reads a tensor's bytes from its file: one that a GGUF load re-encoded into memory
+  // (F16/BF16/F32 Engram tables, experts of a type without a kernel family, --gguf-requant) stays
+  // resident with the dense weights.
+  for (const auto& [name, t] : ck.tensors())
+    ts.push_back({name, int64_t(t.nbytes), ck.locate(t.data, t.nbytes).has_value()});
+  for (const auto& [name, b] : ck.block_weights())  // GGUF blocks: always in the file
+    ts.push_back({name, int64_t(b.nbytes), true});
+  int64_t head_copy = 0;  // (VocabProduct requantizes a bf16 head of whole 32-value blocks)
+  if (auto h = ck.tensors().find("head.weight");
+      h != ck.tensors().end() && h->second.dtype == DType::BF16 && h->second.shape.size() == 2 &&
+      h->second.shape[1] % kQ8bBlock == 0)
+    head_copy = q8b_bytes(h->second.shape[0], h->second.shape[1]);
+  return plan_memory(ck.config(), ts, head_copy, r);
+}
+
+MemoryPlan plan_memory(const ModelConfig& cfg, const MemoryRequest& r) {
+  std::vector<PlannedTensor> ts;
+  int64_t head_copy = 0;
+  for (const ExpectedTensor& t : expected_tensors(cfg)) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    ts.push_back({t.name, n * int64_t(dtype_size(t.dtype)), true});
+    if (t.name == "head.weight" && t.dtype == DType::BF16 && t.shape.size() == 2 &&
+        t.shape[1] % kQ8bBlock == 0)
+      head_copy = q8b_bytes(t.shape[0], t.shape[1]);
+  }
+  return plan_memory(cfg, ts, head_copy, r);
+}
+
+MemoryPlan plan_memory(const ModelConfig& cfg, const std::vector<PlannedTensor>& tensors,
+                       int64_t q8_head_bytes, const MemoryRequest& r) {
   MemoryPlan p;
   p.budget = r.budget;
   p.parallel = std::max(1, r.parallel);
   p.ctx = r.ctx > 0 ? r.ctx : cfg.max_position_embeddings;
   // bytes per routed expert: a slot places each run at its page residue (+4 KiB per tensor)
   std::map<std::string, int64_t> experts;
-  // Streaming reads a tensor's bytes from its file: one that a GGUF load re-encoded into memory
-  // (F16/BF16/F32 Engram tables, experts of a type without a kernel family, --gguf-requant) stays
-  // resident with the dense weights.
-  auto count = [&](const std::string& name, int64_t bytes, bool in_file) {
-    p.checkpoint += bytes;
-    if (!in_file) return;
-    if (is_engram_table(name)) p.engram_tables += bytes;
-    const std::string e = routed_expert_of(name);
-    if (e.empty()) return;
-    p.routed_experts += bytes;
-    experts[e] += bytes + 4096;
-  };
-  for (const auto& [name, t] : ck.tensors())
-    count(name, int64_t(t.nbytes), ck.locate(t.data, t.nbytes).has_value());
-  for (const auto& [name, b] : ck.block_weights())  // GGUF blocks: always in the file
-    count(name, int64_t(b.nbytes), true);
+  for (const PlannedTensor& t : tensors) {
+    p.checkpoint += t.bytes;
+    if (!t.in_file) continue;
+    if (is_engram_table(t.name)) p.engram_tables += t.bytes;
+    const std::string e = routed_expert_of(t.name);
+    if (e.empty()) continue;
+    p.routed_experts += t.bytes;
+    experts[e] += t.bytes + 4096;
+  }
   p.dense = p.checkpoint - p.routed_experts - p.engram_tables;
-  if (r.q8_head)  // (VocabProduct requantizes a bf16 head of whole 32-value blocks)
-    if (auto h = ck.tensors().find("head.weight");
-        h != ck.tensors().end() && h->second.dtype == DType::BF16 && h->second.shape.size() == 2 &&
-        h->second.shape[1] % kQ8bBlock == 0)
-      p.head_copy = q8b_bytes(h->second.shape[0], h->second.shape[1]);
+  if (r.q8_head) p.head_copy = q8_head_bytes;
   for (const auto& [name, b] : experts) p.expert_slot = std::max(p.expert_slot, b);
   for (int l = 0; l < cfg.num_hidden_layers + cfg.num_nextn_predict_layers; ++l)
     p.min_expert_slots = std::max(p.min_expert_slots, cfg.experts_per_tok_of(l));
@@ -142,6 +162,10 @@ std::string MemoryPlan::describe() const {
   line("checkpoint", checkpoint);
   line("dense weights", dense, "mapped");
   line("routed experts", routed_experts, streamed ? "streamed from storage" : "mapped");
+  if (engram_tables > 0)
+    line("Engram tables", engram_tables,
+         engram_streamed ? "read by row through a " + format_bytes(engram_cache) + " row cache"
+                         : "mapped");
   if (streamed)
     line("expert cache", expert_cache,
          std::to_string(expert_slot > 0 ? expert_cache / expert_slot : 0) + " slots of " +

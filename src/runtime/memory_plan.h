@@ -62,6 +62,19 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const Checkpoint& ck, const MemoryRequest& r);
+// The same for a checkpoint in the release layout that is not here: the tensors its config
+// implies (expected_tensors), every one in its file. What `inspect --config F --plan` prints
+// before a download.
+MemoryPlan plan_memory(const ModelConfig& cfg, const MemoryRequest& r);
+// The plan over a list of tensors: bytes and whether they are read from a file (and so may
+// stream) or held in memory; q8_head_bytes: the copy --head-type q8 makes (0: none possible).
+struct PlannedTensor {
+  std::string name;
+  int64_t bytes = 0;
+  bool in_file = true;
+};
+MemoryPlan plan_memory(const ModelConfig& cfg, const std::vector<PlannedTensor>& tensors,
+                       int64_t q8_head_bytes, const MemoryRequest& r);
 
 // What the plan can move to storage, by tensor name: "layers.3.ffn.experts.17.w1.scale" ->
 // "layers.3.ffn.experts.17" (empty: not a routed expert), and the Engram tables' codes/scales.

@@ -165,3 +165,58 @@ TEST(Inspect, CliErrors) {
 
 }  // namespace
 }  // namespace cedar
+
+namespace cedar {
+namespace {
+
+// `inspect --config F --plan` plans from the config alone (the release layout's tensors) what
+// `inspect --model DIR --plan` plans from the weights: the same numbers on a made model; and
+// advises serve flags for a given RAM: everything mapped when it fits, a --mem-budget that
+// streams the experts when it does not, a shorter context when even that is too much.
+TEST(Inspect, PlanFromTheConfigAloneAndItsAdvice) {
+  char tmpl[] = "/tmp/cedar-inspect-plan-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::string out;
+  ASSERT_EQ(
+      run("'" + cedar_bin() + "' make-model --preset small --seed 1 --out '" + dir + "/m'", &out),
+      0)
+      << out;
+  std::string a, b;
+  ASSERT_EQ(run("'" + cedar_bin() + "' inspect -m '" + dir + "/m' --plan --json -c 4096", &a), 0)
+      << a;
+  ASSERT_EQ(run("'" + cedar_bin() + "' inspect --config '" + dir +
+                    "/m/config.json' --plan --json -c 4096",
+                &b),
+            0)
+      << b;
+  const json ja = json::parse(a), jb = json::parse(b);
+  EXPECT_FALSE(ja["from_config_only"].get<bool>());
+  EXPECT_TRUE(jb["from_config_only"].get<bool>());
+  for (const char* k : {"checkpoint", "dense", "routed_experts", "engram_tables", "kv", "resident"})
+    EXPECT_EQ(ja[k], jb[k]) << k;
+  const int64_t resident = jb["resident"].get<int64_t>();
+  // RAM for all of it (resident + the tenth kept back, at least 4 GiB)
+  const std::string cfg = "'" + dir + "/m/config.json'";
+  ASSERT_EQ(run("'" + cedar_bin() + "' inspect --config " + cfg + " --plan -c 4096 --ram " +
+                    std::to_string(resident * 2 + (int64_t(5) << 30)),
+                &out),
+            0);
+  EXPECT_NE(out.find("everything mapped fits"), std::string::npos) << out;
+  EXPECT_NE(out.find("cedar serve -m " + dir + "/m -c 4096\n"), std::string::npos) << out;
+  // the release on 256 GiB: experts streamed under a budget
+  ASSERT_EQ(
+      run("'" + cedar_bin() + "' inspect --config '" + fixture() + "' --plan -c 131072 --ram 256G",
+          &out),
+      0);
+  EXPECT_NE(out.find("routed experts stream from storage"), std::string::npos) << out;
+  EXPECT_NE(out.find("--mem-budget 230G"), std::string::npos) << out;
+  // and on 8 GiB not even that: no context fits the dense weights
+  ASSERT_EQ(run("'" + cedar_bin() + "' inspect --config '" + fixture() + "' --plan --ram 8G", &out),
+            0);
+  EXPECT_NE(out.find("no context fits"), std::string::npos) << out;
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+}  // namespace
+}  // namespace cedar

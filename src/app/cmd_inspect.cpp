@@ -22,6 +22,7 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/param_count.h"
+#include "runtime/bench_accounting.h"
 #include "runtime/memory_plan.h"
 #include "state/sequence_state.h"
 
@@ -187,7 +188,16 @@ int cmd_inspect(int argc, char** argv) {
       if (!ck)
         std::printf("%s alone: the tensors of the release layout it implies (no weights read)\n",
                     source.c_str());
+      // decode reads about this much a token (bench's accounting, counted from the config)
+      const bench::DecodeTraffic t = bench::decode_traffic(
+          cfg, 4096, ck ? bench::stored_bytes(*ck) : std::map<std::string, int64_t>{});
+      const double gb = double(t.weights()) * 1e-9;
       std::printf("%s%s", p.describe().c_str(), advice.c_str());
+      std::printf(
+          "speed: a decoded token reads %.2f GB of weights%s, so decode runs at about memory "
+          "bandwidth / %.2f GB (e.g. %.1f tok/s at 40 GB/s) when they are in RAM; `cedar bench` "
+          "measures this machine's rate and ceilings\n",
+          gb, p.head_copy > 0 ? " (with the stored head)" : "", gb, 40.0 / gb);
     }
     return p.refusal.empty() ? 0 : 1;
   }

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "app/commands.h"
 #include "app/load_model.h"
@@ -78,46 +79,54 @@ long long count_or_default(const Args& a, const std::string& name, long long def
   return v == 0 ? def : v;
 }
 
-// The start-up banner (stdout): what is served, how, and with what memory.
-void print_banner(const runtime::Engine& e, const server::ServerConfig& cfg,
-                  const server::Scheduler& sched, bool cache, int parallel) {
+// printf into a std::string
+template <class... A>
+std::string fmt(const char* f, A... a) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, f, a...);
+  return buf;
+}
+
+// The start-up banner: what is served, how, and with what memory.
+std::vector<std::string> banner(const runtime::Engine& e, const server::ServerConfig& cfg,
+                                const server::Scheduler& sched, bool cache, int parallel) {
   const ModelConfig& mc = e.config();
   size_t weight_bytes = 0;
   for (const auto& [name, t] : e.checkpoint().tensors()) weight_bytes += t.nbytes;
   const ParamCounts pc = count_params(mc, expected_tensors(mc));
-  std::printf("cedar serve: cedar %s, model %s\n", version_string().c_str(),
-              e.options().model_dir.c_str());
-  std::printf(
-      "cedar serve: %.2fB parameters (%.2fB active per generated token), %d layers, "
-      "%.2f GiB of weights mapped%s\n",
+  std::vector<std::string> lines;
+  lines.push_back("cedar " + version_string() + ", model " + e.options().model_dir);
+  lines.push_back(fmt(
+      "%.2fB parameters (%.2fB active per generated token), %d layers, %.2f GiB of weights "
+      "mapped%s",
       double(pc.total()) * 1e-9, double(pc.active_generated) * 1e-9, mc.num_hidden_layers,
       double(weight_bytes) / double(1ull << 30),
-      e.model().head().requantized() ? ", the head requantized to 8 bits (--head-type q8)" : "");
-  std::printf(
-      "cedar serve: context %lld per request, %d slots, %d forward threads, prefix cache "
-      "%s, API key %s, request log %s\n",
-      static_cast<long long>(sched.ctx_size()), parallel, e.threads(), cache ? "on" : "off",
-      cfg.api_key.empty() ? "none" : "set",
-      cfg.log_format == server::LogFormat::kJson ? "json" : "text");
-  std::printf("cedar serve: %s\n", describe_kernels(e.kernels()).c_str());
-  std::printf(
-      "cedar serve: a request that sets none gets temperature %g, top-p %g, top-k %d, min-p %g "
-      "(%s), max_tokens %lld\n",
-      cfg.sampling.temperature, cfg.sampling.top_p, cfg.sampling.top_k, cfg.sampling.min_p,
-      cfg.sampling_source.empty() ? "built in" : cfg.sampling_source.c_str(),
-      static_cast<long long>(cfg.default_max_tokens));
+      e.model().head().requantized() ? ", the head requantized to 8 bits (--head-type q8)" : ""));
+  lines.push_back(
+      fmt("context %lld per request, %d slots, %d forward threads, prefix cache %s, API key %s, "
+          "request log %s",
+          static_cast<long long>(sched.ctx_size()), parallel, e.threads(), cache ? "on" : "off",
+          cfg.api_key.empty() ? "none" : "set",
+          cfg.log_format == server::LogFormat::kJson ? "json" : "text"));
+  lines.push_back(describe_kernels(e.kernels()));
+  lines.push_back(
+      fmt("a request that sets none gets temperature %g, top-p %g, top-k %d, min-p %g (%s), "
+          "max_tokens %lld",
+          cfg.sampling.temperature, cfg.sampling.top_p, cfg.sampling.top_k, cfg.sampling.min_p,
+          cfg.sampling_source.empty() ? "built in" : cfg.sampling_source.c_str(),
+          static_cast<long long>(cfg.default_max_tokens)));
   const runtime::MemoryPlan& p = e.memory_plan();
   if (p.budget > 0)
-    std::printf(
-        "cedar serve: memory plan %s of --mem-budget %s (KV %s %s); routed experts %s, "
-        "Engram tables %s\n",
-        runtime::format_bytes(p.resident()).c_str(), runtime::format_bytes(p.budget).c_str(),
-        runtime::format_bytes(p.kv).c_str(), p.kv_shared ? "shared by the slots" : "reserved",
-        p.streamed ? ("streamed through " + runtime::format_bytes(p.expert_cache)).c_str()
-                   : "mapped",
-        p.engram_tables == 0 ? "none"
-        : p.engram_streamed  ? "read by row"
-                             : "mapped");
+    lines.push_back(
+        "memory plan " + runtime::format_bytes(p.resident()) + " of --mem-budget " +
+        runtime::format_bytes(p.budget) + " (KV " + runtime::format_bytes(p.kv) +
+        (p.kv_shared ? " shared by the slots" : " reserved") + "); routed experts " +
+        (p.streamed ? "streamed through " + runtime::format_bytes(p.expert_cache) : "mapped") +
+        ", Engram tables " +
+        (p.engram_tables == 0 ? "none"
+         : p.engram_streamed  ? "read by row"
+                              : "mapped"));
+  return lines;
 }
 
 }  // namespace
@@ -219,9 +228,9 @@ int cmd_serve(int argc, char** argv) {
   cfg.keepalive_ms = int(count_or_default(args, "keepalive-ms", 2000, 600000));
   cfg.request_timeout_s = positive(args, "request-timeout", 0, 1ll << 31);
   cfg.max_body_bytes = size_t(count_or_default(args, "max-body", 16ll << 20, 1ll << 34));
-  cfg.default_max_tokens =
-      positive(args, max_tokens_flag, runtime::kDefaultMaxTokens, 1ll << 40);
-  cfg.log_format = flag_value([&] { return server::parse_log_format(args.get("log-format", "text")); });
+  cfg.default_max_tokens = positive(args, max_tokens_flag, runtime::kDefaultMaxTokens, 1ll << 40);
+  cfg.log_format =
+      flag_value([&] { return server::parse_log_format(args.get("log-format", "text")); });
   cfg.cors_origin = args.get("cors", "");
   if (args.has("allowed-hosts"))
     cfg.allowed_hosts =
@@ -229,11 +238,6 @@ int cmd_serve(int argc, char** argv) {
   cfg.images.pixel_budget =
       count_or_default(args, "image-budget", cfg.images.pixel_budget >> 20, 1 << 20) << 20;
   cfg.images.threads = int(count_or_default(args, "image-threads", cfg.images.threads, 256));
-  if (!is_loopback(host) && cfg.api_key.empty())
-    std::fprintf(stderr, "cedar serve: warning: listening on %s without --api-key\n", host.c_str());
-  if (cfg.test_hooks)
-    std::fprintf(stderr,
-                 "cedar serve: test hooks enabled (cedar_test_output); not for production\n");
   // --ranks: rank 0 serves HTTP; the other ranks load the model and serve their layers
   auto ranks = Ranks::join(args);
   const bool front = !ranks || ranks->rank() == 0;
@@ -312,11 +316,24 @@ int cmd_serve(int argc, char** argv) {
   const int http_threads =
       int(count_or_default(args, "http-threads", std::max(256, 4 * parallel + 16), 4096));
   server::HttpServer http(metrics, cfg, http_threads);
+  // What the server says as it starts: stdout as text, or with --log-format json one JSON object
+  // a line on the log's stream (stderr), so that a log collector reads one stream of JSON.
+  const bool json_log = cfg.log_format == server::LogFormat::kJson;
+  auto say = [&](const std::string& line, bool warning = false) {
+    if (json_log) {
+      warning ? http.log_warn("cedar serve: " + line) : http.log_info("cedar serve: " + line);
+    } else {
+      std::fprintf(warning ? stderr : stdout, "cedar serve: %s%s\n", warning ? "warning: " : "",
+                   line.c_str());
+      std::fflush(warning ? stderr : stdout);
+    }
+  };
+  if (!is_loopback(host) && cfg.api_key.empty())
+    say("listening on " + host + " without --api-key", true);
+  if (cfg.test_hooks) say("test hooks enabled (cedar_test_output); not for production", true);
   const int bound = front ? http.bind(host, port) : 0;
   const std::string& model_dir = eo.model_dir;
-  std::printf("cedar serve: bound http://%s:%d, loading %s\n", host.c_str(), bound,
-              model_dir.c_str());
-  std::fflush(stdout);
+  say("bound http://" + host + ":" + std::to_string(bound) + ", loading " + model_dir);
   bool listen_ok = true;
   std::thread listener;
   if (front) listener = std::thread([&] { listen_ok = http.listen(); });
@@ -356,11 +373,12 @@ int cmd_serve(int argc, char** argv) {
   } shutdown{http, listener, sig_thread, exiting};
 
   // a rank reads its layers' pages as it uses them, not the whole checkpoint
-  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch") && !ranks);
+  auto engine = load_engine(eo, "cedar serve", !args.has("no-prefetch") && !ranks,
+                            [&](const std::string& m) { say(m); });
   if (ranks) {
     ranks->check(args, model_dir, engine->checkpoint(), engine->kernels(), version_string());
     if (!ranks->attach(*engine)) return 0;  // another rank: served its layers until rank 0 ended
-    std::fprintf(stderr, "cedar serve: %s\n", ranks->describe(engine->config()).c_str());
+    say(ranks->describe(engine->config()));
   }
   if (engine->memory_plan().kv_shared) so.kv_pool = engine->memory_plan().kv;
 
@@ -376,13 +394,11 @@ int cmd_serve(int argc, char** argv) {
   if (stopping) return 0;  // a signal during the load
   running = &scheduler;
   http.attach(*engine, scheduler, cache != nullptr);
-  print_banner(*engine, cfg, scheduler, cache != nullptr, parallel);
-  std::printf(
-      "cedar serve: listening on http://%s:%d (model %s, %d slots, ctx %lld, %d threads, "
-      "prefix cache %s)\n",
-      host.c_str(), bound, cfg.model_name.c_str(), parallel,
-      static_cast<long long>(scheduler.ctx_size()), engine->threads(), cache ? "on" : "off");
-  std::fflush(stdout);
+  for (const std::string& line : banner(*engine, cfg, scheduler, cache != nullptr, parallel))
+    say(line);
+  say(fmt("listening on http://%s:%d (model %s, %d slots, ctx %lld, %d threads, prefix cache %s)",
+          host.c_str(), bound, cfg.model_name.c_str(), parallel,
+          static_cast<long long>(scheduler.ctx_size()), engine->threads(), cache ? "on" : "off"));
   listener.join();  // until a signal stops the server (or the socket fails)
   scheduler.stop();
   running = nullptr;

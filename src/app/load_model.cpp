@@ -62,16 +62,25 @@ runtime::MemoryRequest memory_request(const Args& args, int parallel, int64_t ct
   return r;
 }
 
-std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
-                                             bool prefetch) {
+std::unique_ptr<runtime::Engine> load_engine(
+    const runtime::EngineOptions& opt, const char* who, bool prefetch,
+    const std::function<void(const std::string&)>& note_fn) {
+  auto note = [&](const char* f, auto... a) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, f, a...);
+    if (note_fn)
+      note_fn(buf);
+    else
+      std::fprintf(stderr, "%s: %s\n", who, buf);
+  };
   auto engine = runtime::Engine::load(opt);
   const runtime::MemoryPlan& plan = engine->memory_plan();
   if (plan.engram_streamed)
-    std::fprintf(stderr, "%s: Engram tables read from storage row by row (%.1f MiB row cache)\n",
-                 who, double(plan.engram_cache) / double(1 << 20));
+    note("Engram tables read from storage row by row (%.1f MiB row cache)",
+         double(plan.engram_cache) / double(1 << 20));
   if (const ExpertCache* c = engine->expert_cache())
-    std::fprintf(stderr, "%s: routed experts streamed from storage: %d cache slots of %.1f MiB\n",
-                 who, c->capacity(), double(c->slot_bytes()) / double(1 << 20));
+    note("routed experts streamed from storage: %d cache slots of %.1f MiB", c->capacity(),
+         double(c->slot_bytes()) / double(1 << 20));
   // the dense weights page in as they are used: reading the whole mapping would pull the
   // streamed tensors into the page cache too
   if (plan.engram_streamed || plan.streamed) return engine;
@@ -81,10 +90,10 @@ std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, 
   constexpr double kGiB = double(1ull << 30);
   // A model larger than memory would evict its own pages: leave it to be read as it is used.
   if (avail > 0 && double(bytes) > 0.8 * double(avail)) {
-    std::fprintf(stderr,
-                 "%s: the weights (%.1f GiB) exceed 80%% of available memory (%.1f GiB): not "
-                 "read in ahead, pages load as they are used\n",
-                 who, double(bytes) / kGiB, double(avail) / kGiB);
+    note(
+        "the weights (%.1f GiB) exceed 80%% of available memory (%.1f GiB): not read in ahead, "
+        "pages load as they are used",
+        double(bytes) / kGiB, double(avail) / kGiB);
     return engine;
   }
   ProgressBar bar(std::string(who) + ": reading weights", int64_t(bytes >> 20), "MiB");

@@ -3,6 +3,7 @@
 // a progress bar on a terminal, so that the first request does not pay for page faults.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -17,8 +18,11 @@ namespace cedar::app {
 std::string model_dir_or_default(const Args& args);
 
 // `who` prefixes the messages ("cedar serve"). prefetch: read the weights in after mapping.
-std::unique_ptr<runtime::Engine> load_engine(const runtime::EngineOptions& opt, const char* who,
-                                             bool prefetch);
+// `note` says what the load decided (streamed experts, weights not read ahead); default: a line
+// "WHO: ..." on stderr.
+std::unique_ptr<runtime::Engine> load_engine(
+    const runtime::EngineOptions& opt, const char* who, bool prefetch,
+    const std::function<void(const std::string&)>& note = {});
 
 // The memory request of a command from its --mem-budget (absent: no budget), --kv-ram (serve
 // and inspect only; absent: a full context per slot) and serving shape.

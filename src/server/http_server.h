@@ -37,6 +37,7 @@ class HttpServer {
   void stop();
   // A line in the server's log (never blocks: log_sink.h).
   void log_info(const std::string& message) { log_.info(message); }
+  void log_warn(const std::string& message) { log_.warn(message); }
 
  private:
   using Handler = std::function<void(const HttpRequest&, HttpResponse&)>;

@@ -49,19 +49,20 @@ export async function startServer(extraArgs = [], { testHooks = true, model } = 
   if (testHooks) args.push('--enable-test-hooks');
   const proc = spawn(BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
   const port = await new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error('server did not start in 60 s: ' + stderr)),
                              60000);
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    // the start-up lines: text on stdout, or JSON log lines on stderr (--log-format json)
+    const look = (text) => {
+      const m = text.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[1]));
       }
-    });
+    };
+    proc.stderr.on('data', (d) => { stderr += d; look(stderr); });
+    proc.stdout.on('data', (d) => { out += d; look(out); });
     proc.on('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`server exited with ${code} before listening: ${stderr}`));

@@ -42,6 +42,15 @@ test('one JSON log line per request, with tokens and timings for generations', a
   assert.ok(lines.some((j) => j.path === '/v1/chat/completions' && j.status === 400));
 });
 
+test('with --log-format json the start-up lines are JSON log lines on the same stream', () => {
+  const lines = srv.stderr.split('\n').filter((l) => l.length > 0);
+  for (const l of lines) assert.doesNotThrow(() => JSON.parse(l), l);  // nothing but JSON
+  const msgs = jsonLines(srv.stderr).map((j) => j.message ?? '');
+  assert.ok(msgs.some((m) => /^cedar serve: bound http:/.test(m)), srv.stderr);
+  assert.ok(msgs.some((m) => /^cedar serve: listening on http:/.test(m)), srv.stderr);
+  assert.ok(jsonLines(srv.stderr).some((j) => j.level === 'warning' && /test hooks enabled/.test(j.message)));
+});
+
 test('/metrics has latency and time-to-first-token histograms', async () => {
   await post(srv.url + '/v1/chat/completions', { ...OK, stream: true });
   const m = await (await fetch(srv.url + '/metrics')).text();

@@ -3,12 +3,17 @@
 // of dialect A (the llama.cpp converter's layout, ../shared/spec/v41-gguf.md §3) or B (ds4's, §4)
 // (model/gguf_convert.h), with the tokenizer keys of its tokenizer and the Engram token map cedar
 // builds from it. `bf16` is lossless.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "app/commands.h"
 #include "base/args.h"
+#include "base/progress.h"
 #include "model/checkpoint.h"
 #include "model/gguf_convert.h"
 #include "text/engram_token_map.h"
@@ -62,7 +67,23 @@ int cmd_convert(int argc, char** argv) {
     if (split < 1) throw std::runtime_error("--split-max-tensors must be a positive integer");
     opt.split_max_tensors = size_t(split);
   }
-  for (const std::string& p : write_gguf(*ck, keys, to, opt))
+  // Progress: a bar on a terminal; in a log, a line every 5% (a release takes an hour or more).
+  std::optional<ProgressBar> bar;  // made at the first tensor, when the total is known
+  int logged = -5;
+  const auto t0 = std::chrono::steady_clock::now();
+  opt.progress = [&](uint64_t done, uint64_t total) {
+    if (!bar) bar.emplace("convert", int64_t(total >> 20), "MiB");
+    if (bar->enabled()) return bar->update(int64_t(done >> 20));
+    const int pct = total ? int(100 * done / total) : 100;
+    if (pct < logged + 5 && done != total) return;
+    logged = pct;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "cedar convert: %d%% (%.2f of %.2f GiB written, %.0f s)\n", pct,
+                 double(done) / double(1ull << 30), double(total) / double(1ull << 30), s);
+  };
+  const std::vector<std::string> written = write_gguf(*ck, keys, to, opt);
+  if (bar) bar->finish();
+  for (const std::string& p : written)
     std::printf("wrote %s (dialect %s, %s) from %s\n", p.c_str(), dialect == "ds4" ? "B" : "A",
                 type.c_str(), from.c_str());
   return 0;

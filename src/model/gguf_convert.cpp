@@ -380,6 +380,7 @@ std::vector<std::string> write_gguf(const Checkpoint& ck, const GgufTokenizerKey
                  {row, uint64_t(codes.dim(0))},
                  [&codes, &scales](uint8_t* dst) { fill_engram_rows(codes, scales, dst); });
   }
+  w.on_progress(opt.progress);
   if (opt.split_max_tensors == 0) {
     w.write(path);
     return {path};

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,8 @@ struct GgufWriteOptions {
   // 16 KiB alignment, llama.cpp's tokenizer keys only)
   gguf::Dialect dialect = gguf::Dialect::kA;
   size_t split_max_tensors = 0;  // > 0: shards of at most that many tensors (Writer::write_split)
+  // after each tensor: data bytes written, of the total (the re-encoding is most of the time)
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 // Writes `ck` to `path` (via path.tmp) in opt.dialect: the config and tokenizer keys, the text
 // model's tensors (routed experts merged as MXFP4, BF16/F32 tensors as stored). Throws naming the

@@ -158,6 +158,7 @@ void Writer::write(const std::string& path) const {
     t.fill(buf.data());
     out(buf.data(), buf.size());
     at = t.offset + t.bytes;
+    if (progress_) progress_(at, data_bytes_);
   }
   buf.assign(size_t(data_bytes_ - at), 0);
   out(buf.data(), buf.size());
@@ -175,8 +176,11 @@ std::vector<std::string> Writer::write_split(const std::string& path, size_t max
   const size_t count = (tensors_.size() + max_tensors - 1) / max_tensors;
   if (count > 65535) throw std::invalid_argument("write_split: more than 65535 shards");
   std::vector<std::string> paths;
+  uint64_t before = 0;  // data bytes of the shards written
   for (size_t no = 0; no < count; ++no) {
     Writer w(alignment_);
+    if (progress_)
+      w.on_progress([&](uint64_t done, uint64_t) { progress_(before + done, data_bytes_); });
     if (no == 0) {  // every key of the model (general.alignment included)
       w.kv_ = kv_;
       w.n_kv_ = n_kv_;
@@ -188,6 +192,7 @@ std::vector<std::string> Writer::write_split(const std::string& path, size_t max
       w.add_tensor(tensors_[i].name, tensors_[i].type, tensors_[i].ne, tensors_[i].fill);
     paths.push_back(split_path(path, int(no), int(count)));
     w.write(paths.back());
+    before += w.data_bytes_;
   }
   return paths;
 }

@@ -38,6 +38,11 @@ class Writer {
   // Bytes of a tensor of this type and shape (throws for an unknown type or a ragged ne0).
   static uint64_t tensor_bytes(uint32_t type, const std::vector<uint64_t>& ne);
 
+  // Called after each tensor's bytes are written: data bytes written so far, of the total (a split
+  // counts every shard's).
+  using Progress = std::function<void(uint64_t done, uint64_t total)>;
+  void on_progress(Progress f) { progress_ = std::move(f); }
+
   // Writes the file (to path.tmp, then renamed). Throws naming the path on an I/O error.
   void write(const std::string& path) const;
   // The same model as shards of at most `max_tensors` tensors each, as llama.cpp's gguf-split
@@ -53,6 +58,7 @@ class Writer {
     uint64_t bytes, offset;
     Fill fill;
   };
+  Progress progress_;
   void key(const std::string& k, ValueType t);
   template <class T>
   void raw(T v);

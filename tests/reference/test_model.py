@@ -57,6 +57,58 @@ class TestForward(unittest.TestCase):
             part = self.model.forward(self.ids[:T])
             self.assertTrue(np.array_equal(part, self.full[:T]), T)
 
+    def test_shared_index_key_slot_readings_differ(self):
+        """The official decode step publishes a KV source's index keys to the one shared slot only
+        when its compression group completes; on the other steps a ratio-2 index source scores
+        against whatever the slot still holds: the previous step's last publisher, here the
+        ratio-1 source 4. cedar (and this reference) scores every source against its own keys,
+        as the official prefill does. At an odd length the two readings select different rows
+        for the last query and give different logits (docs/NUMERICS.md, "The shared index-key
+        slot")."""
+        import model as ref
+
+        T = 149  # the last query at position 148: layer 2's group (148, 149) is incomplete
+        states = []
+
+        class Recorded(ref.SharedState):
+            def __init__(self):
+                super().__init__()
+                states.append(self)
+
+        saved = ref.SharedState
+        ref.SharedState = Recorded
+        try:
+            self.model.forward(self.ids[: T - 1])  # the previous step: layer 4's keys published
+            slot = states[-1].index_k[4]
+            ix = self.model.layers[2].attn.indexer
+            self.assertEqual(ix.ratio, 2)
+
+            def slot_scores(x, qr, index_k, cos, sin):
+                sc = ref.Indexer.scores(ix, x, qr, index_k, cos, sin)
+                # the official slice: end_pos // ratio rows of the slot's cache
+                sc[-1] = ref.Indexer.scores(ix, x[-1:], qr[-1:], slot[: index_k.shape[0]],
+                                            cos[-1:], sin[-1:])[0]
+                return sc
+
+            ix.scores = slot_scores
+            try:
+                quirk = self.model.forward(self.ids[:T])
+                quirk_topk = states[-1].topk[2][-1]
+            finally:
+                del ix.scores
+            own = self.model.forward(self.ids[:T])
+            own_topk = states[-1].topk[2][-1]
+        finally:
+            ref.SharedState = saved
+        self.assertTrue(np.array_equal(own, self.full[:T]))  # the patch is gone
+        self.assertFalse(np.array_equal(np.sort(quirk_topk), np.sort(own_topk)))
+        self.assertTrue(np.array_equal(quirk[:-1], own[:-1]))  # only the last query reads the slot
+        self.assertFalse(np.array_equal(quirk[-1], own[-1]))
+        print(f"\n  shared-slot reading, last query: rows {sorted(quirk_topk.tolist())} vs own "
+              f"keys {sorted(own_topk.tolist())}; logits rel L2 "
+              f"{np.linalg.norm(quirk[-1] - own[-1]) / np.linalg.norm(own[-1]):.3g}, top-1 "
+              f"{int(np.argmax(quirk[-1]))} vs {int(np.argmax(own[-1]))}", file=sys.stderr)
+
     def test_future_token_does_not_leak(self):
         ids = self.ids.copy()
         ids[140] = (ids[140] + 1) % 129280

@@ -117,7 +117,7 @@ TurnResult run_turn(runtime::Generator& gen, const runtime::PrefixCache* cache,
   server::CompletionPipeline pipe(setup);
   const runtime::Engine& engine = gen.engine();
   const int32_t think_end = engine.tokenizer().token_to_id(text::kThinkEnd).value_or(-1);
-  Printer printer(isatty(fileno(stdout)) != 0, out.hide_thinking);
+  Printer printer(styled_terminal(stdout), out.hide_thinking);
   std::vector<CompletionEvent> evs;
   auto print = [&] {
     for (const CompletionEvent& e : evs) printer.event(e);

@@ -3,8 +3,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 namespace cedar {
+
+bool styled_terminal(FILE* f) {
+  if (f == nullptr || isatty(fileno(f)) == 0) return false;
+  if (const char* v = std::getenv("NO_COLOR"); v != nullptr && *v != '\0') return false;
+  if (const char* t = std::getenv("TERM"); t != nullptr && std::string_view(t) == "dumb")
+    return false;
+  for (const char* rank : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (std::getenv(rank) != nullptr) return false;
+  return true;
+}
 
 ProgressBar::ProgressBar(std::string label, int64_t total, std::string unit,
                          std::chrono::milliseconds delay, FILE* out)
@@ -13,7 +25,7 @@ ProgressBar::ProgressBar(std::string label, int64_t total, std::string unit,
       total_(std::max<int64_t>(1, total)),
       delay_(delay),
       out_(out),
-      enabled_(out != nullptr && isatty(fileno(out)) != 0),
+      enabled_(styled_terminal(out)),
       start_(std::chrono::steady_clock::now()) {}
 
 std::string ProgressBar::render(const std::string& label, int64_t done, int64_t total,

@@ -11,6 +11,11 @@
 
 namespace cedar {
 
+// Whether `f` is a terminal a person watches, so that escape sequences (redrawn lines, dim text)
+// are welcome: a tty, unless NO_COLOR is set or TERM is "dumb", and not an MPI rank's output
+// (mpirun hands its ranks a pseudo-terminal even when its own output goes to a file).
+bool styled_terminal(FILE* f);
+
 class ProgressBar {
  public:
   ProgressBar(std::string label, int64_t total, std::string unit,

@@ -34,6 +34,12 @@ fi
 if [ ! -f tools/ggml-tables/node_modules/nodejs-whisper/cpp/whisper.cpp/ggml/src/ggml-common.h ]; then
   (cd tools/ggml-tables && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+# The web chat page's markdown renderer and code highlighter (marked, highlight.js), inlined into
+# the page at configure time from their pinned browser builds (src/server/webui/vendor; no scripts).
+if [ ! -f src/server/webui/vendor/node_modules/marked/lib/marked.umd.js ] ||
+   [ ! -f src/server/webui/vendor/node_modules/@highlightjs/cdn-assets/es/core.min.js ]; then
+  (cd src/server/webui/vendor && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
 # The official OpenAI and Anthropic client libraries the server tests run, and the JSON Schema
 # Test Suite with the validators (ajv) structured output is checked against (pinned). Any one
 # missing reinstalls them all.

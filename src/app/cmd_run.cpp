@@ -74,15 +74,12 @@ double num_flag(const Args& a, const char* name, double def, double lo, double h
 
 struct RunConfig {
   runtime::EngineOptions engine;
-  GenerationOptions gen;
+  // what every turn uses: sampling and limits, thinking and effort, the system message, the stop
+  // strings (matched on the answer), whether the reasoning is shown
+  ChatSettings chat;
   bool interactive = true;
-  bool hide_thinking = false;
-  std::vector<std::string> stop;  // --stop strings (matched on the answer)
   std::string prompt;
-  std::string system;
   bool raw = false;
-  bool thinking = true;
-  int effort = 75;
   std::string cache_dir;  // "": no prefix cache
   runtime::PrefixCacheOptions cache;
   bool prefetch = true;              // read the weights in after loading (load_model.h)
@@ -224,9 +221,9 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
                          ? "the prompt is empty"
                          : "stdin is not a terminal and holds no prompt (pipe one in, give -p "
                            "TEXT, or -i for a chat read from stdin)");
-  rc->hide_thinking = args.has("hide-thinking");
+  rc->chat.hide_thinking = args.has("hide-thinking");
 
-  GenerationOptions& g = rc->gen;
+  GenerationOptions& g = rc->chat.gen;
   const long long n = int_flag(args, "n-predict", runtime::kDefaultMaxTokens, -1, LLONG_MAX,
                                "-1 or a positive integer");
   if (n == 0) throw UsageError("option --n-predict must be -1 or a positive integer, got 0");
@@ -242,7 +239,7 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
     throw UsageError(e.what());
   }
   g.sampling.seed = uint64_t(int_flag(args, "seed", 0, 0, LLONG_MAX, ">= 0"));
-  rc->stop = stops;
+  rc->chat.stop = stops;
   g.exact_prefill = args.has("exact-prefill");
   g.prefill_chunk = int_flag(args, "chunk", 512, 1, INT_MAX, "a positive integer");
   try {
@@ -269,11 +266,11 @@ bool parse_flags(int argc, char** argv, RunConfig* rc) {
   rc->cache.interval = int_flag(args, "cache-interval", 1024, 0, LLONG_MAX, ">= 0");
   rc->cache.store_window = args.has("cache-window");
   rc->raw = args.has("raw");
-  rc->system = args.get("system");
+  rc->chat.system = args.get("system");
   if (args.has("think") && args.has("nothink"))
     throw UsageError("--think and --nothink exclude each other");
-  rc->effort = int(int_flag(args, "think", 75, 1, 100, "between 1 and 100"));
-  rc->thinking = !args.has("nothink");
+  rc->chat.effort = int(int_flag(args, "think", 75, 1, 100, "between 1 and 100"));
+  rc->chat.thinking = !args.has("nothink");
   if (rc->raw && rc->interactive)
     throw UsageError("--raw needs a one-shot prompt (-p, -f or stdin)");
   if (!rc->images.empty() && (rc->raw || rc->interactive))
@@ -318,7 +315,7 @@ int cmd_run(int argc, char** argv) {
                  rc.engine.model_dir.c_str());
     return 2;
   }
-  rc.gen.speculative.enabled =
+  rc.chat.gen.speculative.enabled =
       rc.speculative.empty() ? has_drafter && !ranks : rc.speculative == "dspark";
   // The prefix cache: a chat keeps each turn's prompt-end state in memory (as the server does),
   // so the next turn reuses it in both thinking modes; --cache-dir adds the disk tier.
@@ -334,15 +331,8 @@ int cmd_run(int argc, char** argv) {
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
   if (rc.interactive) {
-    ChatSettings cs;
-    cs.gen = rc.gen;
-    cs.thinking = rc.thinking;
-    cs.effort = rc.effort;
-    cs.system = rc.system;
-    cs.hide_thinking = rc.hide_thinking;
-    cs.stop = rc.stop;
-    cs.model_name = rc.engine.model_dir;
-    return run_chat(*engine, cache.get(), cs, isatty(fileno(stdin)) != 0, &g_interrupt);
+    rc.chat.model_name = rc.engine.model_dir;
+    return run_chat(*engine, cache.get(), rc.chat, isatty(fileno(stdin)) != 0, &g_interrupt);
   }
 
   Generator gen(*engine, cache.get());
@@ -351,7 +341,7 @@ int cmd_run(int argc, char** argv) {
     prompt = engine->encode_raw(rc.prompt);
   } else {
     ojson messages = ojson::array();
-    if (!rc.system.empty()) messages.push_back(ojson{{"role", "system"}, {"content", rc.system}});
+    if (!rc.chat.system.empty()) messages.push_back(ojson{{"role", "system"}, {"content", rc.chat.system}});
     // the images first, then the text (as an OpenAI image_url part per file)
     ojson content = rc.prompt;
     if (!rc.images.empty()) {
@@ -361,18 +351,18 @@ int cmd_run(int argc, char** argv) {
       content.push_back({{"type", "text"}, {"text", rc.prompt}});
     }
     messages.push_back(ojson{{"role", "user"}, {"content", content}});
-    prompt = engine->render_request(chat_body(messages, rc.thinking, rc.effort));
+    prompt = engine->render_request(chat_body(messages, rc.chat.thinking, rc.chat.effort));
   }
   std::vector<std::string> bytes;
   for (const auto& f : prompt.images) bytes.push_back(read_file(f, "--image"));
   const std::vector<PromptImage> images =
       attach_images(engine->config(), &prompt.ids, bytes);  // the spans' ids, the patches
-  rc.gen.images = images;
+  rc.chat.gen.images = images;
   TurnOutput out;
   out.parse = !rc.raw;
-  out.hide_thinking = rc.hide_thinking;
-  out.stop = rc.stop;
-  const TurnResult r = run_turn(gen, cache.get(), prompt, rc.gen, out, &g_interrupt, "-n N");
+  out.hide_thinking = rc.chat.hide_thinking;
+  out.stop = rc.chat.stop;
+  const TurnResult r = run_turn(gen, cache.get(), prompt, rc.chat.gen, out, &g_interrupt, "-n N");
   // an interrupted one-shot run exits as a shell expects of Ctrl-C (128 + SIGINT)
   return r.outcome.finish == server::Finish::kCancelled ? 130 : 0;
 }

@@ -73,7 +73,7 @@ def read_jsonl(path):
 
 def build_corpus(args, out):
     docs = read_jsonl(args.corpus)
-    ids = run_jsonl([args.cedar, "tokenize", "-t", args.tokenizer, "--jsonl"],
+    ids = run_jsonl([args.cedar, "tokenize", "--tokenizer", args.tokenizer, "--jsonl"],
                     [{"text": d["text"]} for d in docs])
     streams = {"train": [], "heldout": []}
     os.makedirs(os.path.join(out, "heldout"), exist_ok=True)
@@ -93,7 +93,7 @@ def build_corpus(args, out):
 
 def build_synth(args, out):
     convs = read_jsonl(args.synth)
-    ids = run_jsonl([args.cedar, "render", "--ids", "-t", args.tokenizer, "--jsonl"],
+    ids = run_jsonl([args.cedar, "render", "--ids", "--tokenizer", args.tokenizer, "--jsonl"],
                     [c["request"] for c in convs])
     counts = {}
     for split in ("train", "heldout"):

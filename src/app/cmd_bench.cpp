@@ -28,6 +28,7 @@
 #include "app/ranks.h"
 #include "app/read_file.h"
 #include "base/args.h"
+#include "base/progress.h"
 #include "forward/moe.h"
 #include "forward/transformer.h"
 #include "kernels/kernel_table.h"
@@ -256,7 +257,8 @@ int cmd_bench(int argc, char** argv) {
       "bench",
       with_rank_options(
           {{"model", "m", true,
-            "model directory or GGUF file (default: the embedded default model; e.g. make-model --preset small for bench figures)"},
+            "model directory or GGUF file (default: the embedded default model; e.g. make-model "
+            "--preset small for bench figures)"},
            {"prompt", "", true, "comma-separated prompt sizes in tokens (default 256,1024)"},
            {"gen", "", true, "decode steps timed after each prompt (default 32)"},
            {"reps", "", true, "prefill repetitions per plan; the median is reported (default 3)"},
@@ -453,6 +455,10 @@ int cmd_bench(int argc, char** argv) {
     ced.flops = bench::prefill_flops(cfg, n, bench::PrefillPlan::kCed);
     SequenceState st_ex, st_ced;
     std::vector<float> last_ex, last_ced;
+    // a bar on a terminal over this prompt's timed runs: the prefills, then the decode steps
+    ProgressBar bar("cedar bench: prompt " + std::to_string(n),
+                    reps * ((want_ced ? 1 : 0) + (want_exact ? 1 : 0)) + gen, "runs");
+    int64_t runs_done = 0;
     // The plans alternate (and swap order every rep) so that load from other processes on a
     // shared machine falls on both alike.
     for (long long k = 0; k < reps; ++k) {
@@ -463,6 +469,7 @@ int cmd_bench(int argc, char** argv) {
           ced.secs.push_back(prefill_once(ids, PrefillMode::kCed, st_ced, last_ced));
         if (!do_ced && want_exact)
           ex.secs.push_back(prefill_once(ids, PrefillMode::kExact, st_ex, last_ex));
+        if ((do_ced && want_ced) || (!do_ced && want_exact)) bar.update(++runs_done);
       }
     }
     for (PrefillResult* r : {&ex, &ced})
@@ -502,7 +509,9 @@ int cmd_bench(int argc, char** argv) {
       step_s.push_back(since(t0));
       tok = argmax(logits.data(), V);
       probe_between(g, bw_between);
+      bar.update(++runs_done);
     }
+    bar.finish();
     const double bw_during = during_bw(bw_between);
     const double step_med = bench::median(step_s);
     const int64_t ctx_mid = n + gen / 2;

@@ -2,9 +2,12 @@
 
 #include <editline/readline.h>
 
+#include <clocale>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+
+#include "app/paste_reader.h"
 
 namespace cedar::app {
 
@@ -23,6 +26,12 @@ std::string history_file() {
 LineReader::LineReader(bool terminal, std::atomic<bool>* interrupt)
     : terminal_(terminal), interrupt_(interrupt) {
   if (!terminal_) return;
+  // libedit edits wide characters: under the C locale it drops every byte of typed UTF-8 beyond
+  // ASCII. The user's locale, or C.UTF-8 when that one is not UTF-8 (the tokenizer reads bytes
+  // and does not depend on it).
+  if (std::setlocale(LC_CTYPE, "") == nullptr || MB_CUR_MAX == 1)
+    std::setlocale(LC_CTYPE, "C.UTF-8");
+  paste_ = std::make_unique<BracketedPaste>();  // (before libedit initialises: its input function)
   history_path_ = history_file();
   using_history();
   stifle_history(kHistoryLines);
@@ -50,6 +59,7 @@ std::optional<std::string> LineReader::line(const char* prompt) {
   if (!p) return std::nullopt;  // Ctrl-D
   std::string s(p);
   std::free(p);
+  if (paste_) s += paste_->take_paste();
   return s;
 }
 

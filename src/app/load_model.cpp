@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "base/progress.h"
 #include "base/thread_pool.h"
+#include "runtime/memory_plan.h"
 
 namespace cedar::app {
 
@@ -81,10 +83,29 @@ std::unique_ptr<runtime::Engine> load_engine(
   if (const ExpertCache* c = engine->expert_cache())
     note("routed experts streamed from storage: %d cache slots of %.1f MiB", c->capacity(),
          double(c->slot_bytes()) / double(1 << 20));
-  // the dense weights page in as they are used: reading the whole mapping would pull the
-  // streamed tensors into the page cache too
-  if (plan.engram_streamed || plan.streamed) return engine;
   if (!prefetch) return engine;
+  // Streamed experts or Engram rows: the tensors that stay mapped (the dense weights, which every
+  // token reads) are read in with a progress bar; reading the whole mapping would pull the
+  // streamed tensors into the page cache too.
+  if (plan.engram_streamed || plan.streamed) {
+    auto stays = [&](const std::string& name) {
+      return !(plan.streamed && !runtime::routed_expert_of(name).empty()) &&
+             !(plan.engram_streamed && runtime::is_engram_table(name));
+    };
+    std::optional<ProgressBar> shown;
+    const size_t read =
+        engine->checkpoint().prefetch_tensors(stays, [&](size_t done, size_t total) {
+          if (!shown)
+            shown.emplace(std::string(who) + ": reading the weights that stay in memory",
+                          int64_t(total >> 20), "MiB");
+          shown->update(int64_t(done >> 20));
+        });
+    if (shown) shown->finish();
+    note(
+        "read %.1f GiB of weights that stay in memory (the streamed ones load as tokens need them)",
+        double(read) / double(1ull << 30));
+    return engine;
+  }
   const size_t bytes = engine->checkpoint().mapped_bytes();
   const size_t avail = available_memory_bytes();
   constexpr double kGiB = double(1ull << 30);

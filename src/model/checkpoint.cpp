@@ -101,6 +101,40 @@ void Checkpoint::prefetch(const std::function<void(size_t done, size_t total)>& 
     }
 }
 
+size_t Checkpoint::prefetch_tensors(
+    const std::function<bool(const std::string& name)>& want,
+    const std::function<void(size_t done, size_t total)>& progress) const {
+  struct Range {
+    const MappedFile* file;
+    size_t offset, bytes;
+  };
+  std::vector<Range> ranges;
+  size_t total = 0;
+  auto add = [&](const std::string& name, const uint8_t* p, size_t n) {
+    if (n == 0 || !want(name)) return;
+    for (const auto& f : files_) {
+      const uint8_t* b = f->data();
+      if (b && p >= b && n <= f->size() && size_t(p - b) <= f->size() - n) {
+        ranges.push_back({f.get(), size_t(p - b), n});
+        total += n;
+        return;
+      }
+    }
+  };
+  for (const auto& [name, t] : tensors_) add(name, t.data, t.nbytes);
+  for (const auto& [name, b] : blocks_) add(name, b.data, b.nbytes);
+  constexpr size_t kStep = 64u << 20;
+  size_t done = 0;
+  for (const Range& r : ranges)
+    for (size_t off = 0; off < r.bytes; off += kStep) {
+      const size_t n = std::min(kStep, r.bytes - off);
+      r.file->prefetch(r.offset + off, n);
+      done += n;
+      if (progress) progress(done, total);
+    }
+  return total;
+}
+
 bool Checkpoint::has(const std::string& name) const { return tensors_.count(name) > 0; }
 
 const TensorView& Checkpoint::get(const std::string& name) const {

@@ -94,6 +94,11 @@ class Checkpoint {
   // Reads every shard's pages into the page cache (MappedFile::prefetch), calling
   // progress(done, total) in bytes after each step.
   void prefetch(const std::function<void(size_t done, size_t total)>& progress) const;
+  // The same for the tensors (and GGUF block weights) whose name `want` accepts, in the files
+  // (not those a load re-encoded into memory): e.g. the dense weights of a model whose routed
+  // experts stream from storage. Returns the bytes read in.
+  size_t prefetch_tensors(const std::function<bool(const std::string& name)>& want,
+                          const std::function<void(size_t done, size_t total)>& progress) const;
 
  private:
   Checkpoint() = default;

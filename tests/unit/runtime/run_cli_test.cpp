@@ -264,6 +264,32 @@ TEST_F(RunCli, ChatCommandsSetShowSaveAndLoad) {
   EXPECT_GT(turns(loaded.err)[0].first, turns(fresh.err)[0].first + 4);
 }
 
+// On a terminal (a pseudo-terminal from util-linux's `script`, fed as if typed): Ctrl-C drops
+// the line being typed, a bracketed paste of two lines is one turn with its newline (the prompt
+// -p gives the same text), typed UTF-8 reaches the model as typed, /bye leaves.
+TEST_F(RunCli, ATerminalChatTakesABracketedPasteAsOneTurn) {
+  if (std::system("command -v script > /dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string flags = "-m " + model_ + " -n 2 --temp 0 --nothink --exact-prefill";
+  auto typed = [&](const std::string& keys) {
+    const std::string in = root_ + "/tty_in.txt", out = root_ + "/tty_out.txt";
+    std::ofstream(in, std::ios::binary) << keys;
+    const std::string cmd = "script -qfec \"" + cedar_bin() + " run " + flags + "\" /dev/null < " +
+                            in + " > " + out + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    return slurp(out);
+  };
+  const std::string paste = typed("dropped line\x03\x1b[200~line one\nline two\x1b[201~/bye\r");
+  const RunResult p = cedar_run(flags + " -p 'line one\nline two'");
+  ASSERT_EQ(turns(paste).size(), 1u) << paste;  // one turn: the paste, not the dropped line
+  ASSERT_EQ(turns(p.err).size(), 1u) << p.err;
+  EXPECT_EQ(turns(paste)[0].first, turns(p.err)[0].first) << paste;  // the same message
+  EXPECT_NE(paste.find("line two"), std::string::npos) << paste;     // the paste is shown
+  const std::string utf8 = typed("caf\xc3\xa9\r/bye\r");
+  const RunResult u = cedar_run(flags + " -p 'caf\xc3\xa9'");
+  ASSERT_EQ(turns(utf8).size(), 1u) << utf8;
+  EXPECT_EQ(turns(utf8)[0].first, turns(u.err)[0].first) << utf8;
+}
+
 TEST_F(RunCli, BadFlagsExitWithStatus2AndAMessage) {
   struct Case {
     std::string args, needle;
